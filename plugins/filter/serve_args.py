@@ -1,0 +1,90 @@
+# Copyright: sparkfleet developers
+# Apache License 2.0 (see galaxy.yml)
+"""Filters: lanes and engine settings -> the argv and environment of a rank."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: serve_argv
+short_description: Render the C(vllm serve) argv of one engine rank
+version_added: 0.1.0
+description:
+  - Turns the engine settings, a checked lane and the rank's place in the engine
+    into the container command, as a list (never a shell string).
+  - Ranks above 0 get C(--headless). The API key is only passed to rank 0.
+  - The same file provides C(checked_lane), C(engine_tensor_parallel_size),
+    C(engine_env) and C(redact_argv); see the README of the collection.
+positional: settings
+options:
+  settings:
+    description: Engine settings (see the engine role's argument_specs).
+    type: dict
+    required: true
+  lane:
+    description: The lane, as returned by C(checked_lane).
+    type: dict
+    required: true
+  rank:
+    description: The node rank (0 = head).
+    type: int
+    required: true
+  nnodes:
+    description: Number of nodes in the engine.
+    type: int
+    required: true
+  master_addr:
+    description: The head's fabric address.
+    type: str
+    required: true
+  master_port:
+    description: The torch.distributed port on the head.
+    type: int
+    required: true
+  redact:
+    description: Replace secret values (the API key) for display.
+    type: bool
+    default: false
+"""
+
+EXAMPLES = r"""
+- name: Render rank 1's argv
+  ansible.builtin.debug:
+    msg: "{{ engine_settings | sparkfleet.vllm.serve_argv(lane=engine_lane, rank=1, nnodes=4,
+              master_addr='192.168.100.11', master_port=29500) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: The argv, starting with C(vllm serve MODEL).
+  type: list
+  elements: str
+"""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import serve_args
+
+
+def _wrap(function):
+    def call(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except serve_args.ServeArgsError as error:
+            raise AnsibleFilterError(str(error)) from error
+
+    call.__name__ = function.__name__
+    call.__doc__ = function.__doc__
+    return call
+
+
+class FilterModule:
+    """sparkfleet.vllm engine filters."""
+
+    def filters(self):
+        return {
+            "serve_argv": _wrap(serve_args.serve_argv),
+            "checked_lane": _wrap(serve_args.checked_lane),
+            "engine_tensor_parallel_size": _wrap(serve_args.tensor_parallel_size),
+            "engine_env": _wrap(serve_args.engine_env),
+            "redact_argv": _wrap(serve_args.redact_argv),
+        }

@@ -1,0 +1,202 @@
+# Copyright: sparkfleet developers
+# Apache License 2.0 (see galaxy.yml)
+"""Lanes and vLLM serve settings -> the argv and environment of one engine rank.
+
+Pure Python, no Ansible imports: used by the `serve_argv` and `checked_lane`
+filters and unit-tested on its own. The argv is always a list (it becomes the
+container's command), never a shell string.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+# Settings whose secret values must never be shown (argv printed to users).
+SECRET_FLAGS = frozenset({"--api-key"})
+REDACTED = "<redacted>"
+
+_LANE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class ServeArgsError(ValueError):
+    """A setting that cannot produce a valid engine; the message names the fix."""
+
+
+def _positive_int(value):
+    """Return value as int when it is a positive integer (bools refused)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value > 0 else None
+    if isinstance(value, str) and value.strip().isdigit():
+        number = int(value.strip())
+        return number if number > 0 else None
+    return None
+
+
+def checked_lane(lanes, lane, native_max_model_len=None):
+    """Return the lane's settings {name, max_model_len, max_num_seqs} or raise.
+
+    Every message lists the valid lanes, since the usual fix is picking one.
+    """
+    if not isinstance(lanes, dict) or not lanes:
+        raise ServeArgsError("`lanes` must be a mapping of lane names to {max_model_len, max_num_seqs}; it is empty or not a mapping.")
+    valid = ", ".join(sorted(str(name) for name in lanes))
+    name = str(lane)
+    if name not in lanes:
+        raise ServeArgsError(f"Unknown lane '{name}'. Valid lanes: {valid}. Pick one with -e lane=NAME, or add it under `lanes` in group_vars.")
+    if not _LANE_NAME.match(name):
+        raise ServeArgsError(f"Lane name '{name}' must be letters, digits, '.', '_' or '-'. Valid lanes: {valid}.")
+    spec = lanes[name]
+    if not isinstance(spec, dict):
+        raise ServeArgsError(f"Lane '{name}' must be a mapping with max_model_len and max_num_seqs, got {spec!r}. Valid lanes: {valid}.")
+    checked = {"name": name}
+    for key in ("max_model_len", "max_num_seqs"):
+        if key not in spec or spec[key] is None:
+            raise ServeArgsError(f"Lane '{name}' has no {key}: set lanes.{name}.{key} to a positive integer. Valid lanes: {valid}.")
+        number = _positive_int(spec[key])
+        if number is None:
+            raise ServeArgsError(f"Lane '{name}' has {key}={spec[key]!r}: it must be a positive integer. Valid lanes: {valid}.")
+        checked[key] = number
+    unknown = sorted(set(spec) - {"max_model_len", "max_num_seqs", "description"})
+    if unknown:
+        raise ServeArgsError(f"Lane '{name}' has unknown keys {unknown}: a lane holds max_model_len, max_num_seqs and an optional description.")
+    if native_max_model_len is not None:
+        native = _positive_int(native_max_model_len)
+        if native is None:
+            raise ServeArgsError(f"The model's native maximum length {native_max_model_len!r} must be a positive integer.")
+        if checked["max_model_len"] > native:
+            raise ServeArgsError(
+                f"Lane '{name}' has max_model_len={checked['max_model_len']}, above the model's native maximum of {native} tokens: "
+                f"lower lanes.{name}.max_model_len to at most {native}. Valid lanes: {valid}."
+            )
+    return checked
+
+
+def tensor_parallel_size(requested, nnodes, gpus_per_node=1, pipeline_parallel_size=1):
+    """The engine's TP size: all GPUs of the engine's nodes unless set; a mismatch is an error."""
+    nodes = _positive_int(nnodes)
+    if nodes is None:
+        raise ServeArgsError(f"The engine group has {nnodes!r} nodes: it needs at least one host.")
+    pp = _positive_int(pipeline_parallel_size)
+    gpus = _positive_int(gpus_per_node)
+    if pp is None or gpus is None:
+        raise ServeArgsError(f"pipeline_parallel_size={pipeline_parallel_size!r} and gpus_per_node={gpus_per_node!r} must be positive integers.")
+    world = nodes * gpus
+    if requested in (None, "", "auto"):
+        if world % pp:
+            raise ServeArgsError(f"pipeline_parallel_size={pp} does not divide the {world} GPUs of the {nodes} engine nodes.")
+        return world // pp
+    tp = _positive_int(requested)
+    if tp is None:
+        raise ServeArgsError(f"engine_tensor_parallel_size={requested!r} must be a positive integer (or unset: one rank per GPU of the engine nodes).")
+    if tp * pp != world:
+        raise ServeArgsError(
+            f"engine_tensor_parallel_size={tp} x pipeline {pp} needs {tp * pp} GPUs, but the engine group has {nodes} node(s) "
+            f"with {gpus} GPU each ({world}): set engine_tensor_parallel_size to {world // pp} or leave it unset, "
+            f"or change the engine group in the inventory."
+        )
+    return tp
+
+
+def speculative_config(num_speculative_tokens, method="mtp"):
+    """The --speculative-config JSON, or None when speculative decoding is off."""
+    if num_speculative_tokens in (None, 0, "0", False):
+        return None
+    k = _positive_int(num_speculative_tokens)
+    if k is None:
+        raise ServeArgsError(f"mtp_num_speculative_tokens={num_speculative_tokens!r} must be 0 (off) or a positive integer (the recipe uses 3 or 4).")
+    return json.dumps({"method": method, "num_speculative_tokens": k}, separators=(",", ":"))
+
+
+def _flag(argv, name, value):
+    """Append --name value; True -> bare flag; None/False/"" -> omitted."""
+    if value is None or value is False or value == "":
+        return
+    if value is True:
+        argv.append(f"--{name}")
+        return
+    if isinstance(value, (dict, list)):
+        value = json.dumps(value, separators=(",", ":"))
+    argv.extend([f"--{name}", str(value)])
+
+
+def serve_argv(settings, lane, rank, nnodes, master_addr, master_port, redact=False):
+    """Render the `vllm serve` argv of one rank.
+
+    settings: the engine role's settings (keys documented in roles/engine/meta/argument_specs.yml).
+    lane: a checked lane ({max_model_len, max_num_seqs}).
+    Ranks above 0 are headless: no API server, they only join the engine.
+    """
+    node_rank = int(rank)
+    nodes = _positive_int(nnodes)
+    if nodes is None or not 0 <= node_rank < nodes:
+        raise ServeArgsError(f"Rank {rank!r} is outside an engine of {nnodes!r} nodes.")
+    if not master_addr:
+        raise ServeArgsError("The head's address (master_addr) is empty: set ansible_host or engine_fabric_address for the head.")
+    pp = settings.get("pipeline_parallel_size") or 1
+    tp = tensor_parallel_size(settings.get("tensor_parallel_size"), nodes, settings.get("gpus_per_node", 1), pp)
+
+    argv = ["vllm", "serve", str(settings["model_path"])]
+    _flag(argv, "served-model-name", settings.get("served_model_name"))
+    _flag(argv, "host", settings.get("host", "0.0.0.0"))
+    _flag(argv, "port", settings.get("port", 8000))
+    _flag(argv, "trust-remote-code", bool(settings.get("trust_remote_code")))
+    _flag(argv, "dtype", None if settings.get("dtype") in (None, "auto") else settings["dtype"])
+    _flag(argv, "load-format", None if settings.get("load_format") in (None, "auto") else settings["load_format"])
+    _flag(argv, "reasoning-parser", settings.get("reasoning_parser"))
+    _flag(argv, "tool-call-parser", settings.get("tool_call_parser"))
+    _flag(argv, "enable-auto-tool-choice", bool(settings.get("enable_auto_tool_choice")))
+    _flag(argv, "speculative-config", speculative_config(settings.get("mtp_num_speculative_tokens")))
+    _flag(argv, "tensor-parallel-size", tp)
+    _flag(argv, "pipeline-parallel-size", pp)
+    _flag(argv, "max-model-len", lane["max_model_len"])
+    _flag(argv, "max-num-seqs", lane["max_num_seqs"])
+    _flag(argv, "max-num-batched-tokens", settings.get("max_num_batched_tokens"))
+    _flag(argv, "gpu-memory-utilization", settings.get("gpu_memory_utilization"))
+    _flag(argv, "block-size", settings.get("block_size"))
+    _flag(argv, "kv-cache-dtype", None if settings.get("kv_cache_dtype") in (None, "auto") else settings["kv_cache_dtype"])
+    _flag(argv, "async-scheduling", bool(settings.get("async_scheduling")))
+    _flag(argv, "enforce-eager", bool(settings.get("enforce_eager")))
+    _flag(argv, "distributed-executor-backend", settings.get("distributed_executor_backend", "mp"))
+    if node_rank == 0 and settings.get("api_key"):
+        _flag(argv, "api-key", REDACTED if redact else settings["api_key"])
+    _flag(argv, "nnodes", nodes)
+    _flag(argv, "node-rank", node_rank)
+    _flag(argv, "master-addr", master_addr)
+    _flag(argv, "master-port", master_port)
+    _flag(argv, "headless", node_rank > 0)
+    extra = settings.get("extra_args") or []
+    if isinstance(extra, str) or not all(isinstance(item, (str, int, float)) for item in extra):
+        raise ServeArgsError(f"engine_extra_args must be a list of strings (one argv item each), got {extra!r}.")
+    argv.extend(str(item) for item in extra)
+    return argv
+
+
+def redact_argv(argv):
+    """A copy of argv with secret values replaced, for logs and reports."""
+    shown = list(argv)
+    for index, item in enumerate(shown[:-1]):
+        if item in SECRET_FLAGS:
+            shown[index + 1] = REDACTED
+    return shown
+
+
+def engine_env(profile_env=None, communication_env=None, extra_env=None):
+    """The container environment: profile, then NCCL/gloo, then the user's extras (last wins).
+
+    Values become strings (Docker wants strings); None drops a key, so a user can unset one.
+    """
+    merged = {}
+    for layer in (profile_env, communication_env, extra_env):
+        for key, value in (layer or {}).items():
+            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", str(key)):
+                raise ServeArgsError(f"Environment variable name {key!r} is not valid: use letters, digits and '_'.")
+            if value is None:
+                merged.pop(key, None)
+            elif isinstance(value, bool):
+                merged[key] = "1" if value else "0"
+            else:
+                merged[key] = str(value)
+    return merged
