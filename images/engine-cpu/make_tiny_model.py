@@ -101,9 +101,7 @@ def main(output_dir: str) -> int:
         "chat_template": CHAT_TEMPLATE,
     }
     (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n", encoding="utf-8")
-    (out / "generation_config.json").write_text(
-        json.dumps({"bos_token_id": eos_id, "eos_token_id": eos_id}, indent=2) + "\n", encoding="utf-8"
-    )
+    (out / "generation_config.json").write_text(json.dumps({"bos_token_id": eos_id, "eos_token_id": eos_id}, indent=2) + "\n", encoding="utf-8")
     print(f"tiny model written to {out} (vocab {tokenizer.get_vocab_size()})")
     return 0
 

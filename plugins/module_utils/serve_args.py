@@ -61,7 +61,9 @@ def checked_lane(lanes, lane, native_max_model_len=None):
         checked[key] = number
     unknown = sorted(set(spec) - {"max_model_len", "max_num_seqs", "description"})
     if unknown:
-        raise ServeArgsError(f"Lane '{name}' has unknown keys {unknown}: a lane holds max_model_len, max_num_seqs and an optional description.")
+        raise ServeArgsError(
+            f"Lane '{name}' has unknown keys {unknown}: a lane holds max_model_len, max_num_seqs and an optional description. Valid lanes: {valid}."
+        )
     if native_max_model_len is not None:
         native = _positive_int(native_max_model_len)
         if native is None:
@@ -162,15 +164,16 @@ def serve_argv(settings, lane, rank, nnodes, master_addr, master_port, redact=Fa
     _flag(argv, "distributed-executor-backend", settings.get("distributed_executor_backend", "mp"))
     if node_rank == 0 and settings.get("api_key"):
         _flag(argv, "api-key", REDACTED if redact else settings["api_key"])
+    extra = settings.get("extra_args") or []
+    if isinstance(extra, str) or not all(isinstance(item, (str, int, float)) for item in extra):
+        raise ServeArgsError(f"engine_extra_args must be a list of strings (one argv item each), got {extra!r}.")
+    argv.extend(str(item) for item in extra)
+    # The rank's place in the engine comes last, as in the recipe.
     _flag(argv, "nnodes", nodes)
     _flag(argv, "node-rank", node_rank)
     _flag(argv, "master-addr", master_addr)
     _flag(argv, "master-port", master_port)
     _flag(argv, "headless", node_rank > 0)
-    extra = settings.get("extra_args") or []
-    if isinstance(extra, str) or not all(isinstance(item, (str, int, float)) for item in extra):
-        raise ServeArgsError(f"engine_extra_args must be a list of strings (one argv item each), got {extra!r}.")
-    argv.extend(str(item) for item in extra)
     return argv
 
 

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Benchmark (not a test): what a re-run and a lane switch cost on the simulated cluster.
+
+Prints the wall time of a no-op `site.yml` re-run with the number of ranks it
+restarted, and the overhead of a lane switch (`lane.yml`) over the engine's
+own boot time (the head's healthy-after figure, measured by the engine role).
+Targets (issue: engine): no-op <= 45 s with 0 restarts; lane-switch overhead <= 20 s.
+
+Needs the simulated cluster up with the engine running (`make demo`).
+Usage: benchmarks/engine_rerun.py [--from-lane 500k] [--to-lane 200k]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+INVENTORY = REPO / "molecule/resources/inventory/hosts.yml"
+NODES = ["spark1", "spark2", "spark3", "spark4"]
+CONTAINER = "vllm_glm53"
+
+
+def start_times() -> dict[str, str]:
+    times = {}
+    for node in NODES:
+        result = subprocess.run(
+            ["docker", "exec", node, "docker", "inspect", "-f", "{{.State.StartedAt}}", CONTAINER], capture_output=True, text=True, check=False
+        )
+        times[node] = result.stdout.strip() or "absent"
+    return times
+
+
+def run(playbook: str, lane: str) -> tuple[float, str]:
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
+    started = time.monotonic()
+    result = subprocess.run(
+        ["ansible-playbook", "-i", str(INVENTORY), str(REPO / playbook), "-e", f"lane={lane}"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    elapsed = time.monotonic() - started
+    if result.returncode != 0:
+        sys.exit(f"{playbook} -e lane={lane} failed:\n{result.stdout[-3000:]}")
+    return elapsed, result.stdout
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--from-lane", default="500k")
+    parser.add_argument("--to-lane", default="200k")
+    options = parser.parse_args()
+
+    print(f"bringing the engine to lane {options.from_lane} first (may boot it)")
+    run("site.yml", options.from_lane)
+
+    before = start_times()
+    noop_s, _ = run("site.yml", options.from_lane)
+    restarted = sum(1 for node, started in start_times().items() if started != before[node])
+    print(f"no-op re-run of site.yml:   {noop_s:6.1f} s wall, {restarted} rank(s) restarted   (target <= 45 s, 0 restarts)")
+
+    switch_s, output = run("playbooks/lane.yml", options.to_lane)
+    boot = re.search(r"healthy after (\d+) s", output)
+    if not boot:
+        sys.exit("the lane switch did not relaunch the engine (no 'healthy after' in its output)")
+    boot_s = float(boot.group(1))
+    print(
+        f"lane switch {options.from_lane} -> {options.to_lane}: {switch_s:6.1f} s wall, engine boot {boot_s:.0f} s, "
+        f"overhead {switch_s - boot_s:.1f} s   (target <= 20 s)"
+    )
+    print(f"ratio no-op / lane switch wall: {noop_s / switch_s:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+"""Verify the simulated cluster after converge (site.yml -e lane=500k).
+
+Per node (testinfra, over SSH): the engine container runs with the lane's
+flags and the node's rank. Once (from the controller): the head streams a
+chat completion; a re-run restarts nothing; a lane switch restarts every rank
+with the new flags and changes nothing else; stop.yml leaves nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+
+import httpx
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+INVENTORY = REPO / "molecule/resources/inventory/hosts.yml"
+CONTAINER = "vllm_glm53"
+RANKS = {"spark1": 0, "spark2": 1, "spark3": 2, "spark4": 3}
+HEAD_API = "http://192.168.100.11:8000"
+LANES = {"500k": ("500000", "5"), "200k": ("200000", "15")}
+
+
+def _container(host):
+    result = host.run(f"sudo docker inspect {CONTAINER}")
+    assert result.rc == 0, f"{host.backend.hostname}: no {CONTAINER} container: {result.stderr}"
+    return json.loads(result.stdout)[0]
+
+
+def _flag(args, name):
+    assert name in args, f"{name} missing from {args}"
+    return args[args.index(name) + 1]
+
+
+def test_rank_runs_with_lane_flags(host):
+    name = host.backend.get_hostname()
+    container = _container(host)
+    args = container["Args"]
+    assert container["State"]["Running"], f"{name}: rank not running"
+    assert container["RestartCount"] == 0
+    assert args[:2] == ["vllm", "serve"]
+    assert _flag(args, "--max-model-len") == LANES["500k"][0]
+    assert _flag(args, "--max-num-seqs") == LANES["500k"][1]
+    assert _flag(args, "--node-rank") == str(RANKS[name])
+    assert _flag(args, "--nnodes") == "4"
+    assert _flag(args, "--tensor-parallel-size") == "4"
+    assert _flag(args, "--master-addr") == "192.168.100.11"
+    assert ("--headless" in args) == (RANKS[name] > 0)
+    assert container["Config"]["Labels"]["io.sparkfleet.lane"] == "500k"
+    assert container["HostConfig"]["NetworkMode"] == "host"
+    assert container["HostConfig"]["IpcMode"] == "host"
+
+
+def _run_playbook(playbook, *extra, inventory=INVENTORY, hosts=tuple(RANKS)):
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
+    result = subprocess.run(
+        ["ansible-playbook", "-i", str(inventory), str(REPO / playbook), *extra],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    recap = dict(re.findall(r"^(spark\d)\s+:\s+ok=\d+\s+changed=(\d+)", result.stdout, re.M))
+    assert set(recap) == set(hosts), result.stdout[-2000:]
+    return result.stdout, {host: int(changed) for host, changed in recap.items()}
+
+
+def _start_times():
+    times = {}
+    for name in RANKS:
+        out = subprocess.run(
+            ["docker", "exec", name, "docker", "inspect", "-f", "{{.State.StartedAt}} {{.Args}}", CONTAINER],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        times[name] = out
+    return times
+
+
+@pytest.mark.parametrize("thinking", [False, True])
+def test_head_streams_a_chat_completion(thinking):
+    body = {
+        "model": "glm-5.3-flash",
+        "messages": [{"role": "user", "content": "Reply with exactly: PING-OK"}],
+        "max_tokens": 16,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "chat_template_kwargs": {"enable_thinking": thinking},
+    }
+    chunks, usage = [], None
+    with httpx.stream("POST", f"{HEAD_API}/v1/chat/completions", json=body, timeout=120) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            event = json.loads(line[len("data: ") :])
+            chunks.extend(choice["delta"] for choice in event["choices"])
+            usage = event.get("usage") or usage
+    assert usage
+    assert usage["completion_tokens"] >= 1
+    assert len(chunks) >= 2, chunks
+    field = "reasoning" if thinking else "content"
+    assert any(delta.get(field) for delta in chunks), f"no delta.{field} in {chunks}"
+
+
+def test_rerun_restarts_nothing():
+    before = _start_times()
+    _, changed = _run_playbook("site.yml", "-e", "lane=500k")
+    assert changed == {name: 0 for name in RANKS}
+    assert _start_times() == before
+
+
+def test_the_same_cluster_from_its_cluster_env_changes_nothing():
+    """The recipe's cluster.env (read by the cluster_env inventory plugin) describes the same engine."""
+    before = _start_times()
+    _, changed = _run_playbook("site.yml", "-e", "lane=500k", inventory=REPO / "molecule/resources/inventory-cluster-env/cluster.env")
+    assert changed == {name: 0 for name in RANKS}
+    assert _start_times() == before
+
+
+def test_lane_switch_restarts_every_rank_with_new_flags():
+    before = _start_times()
+    output, changed = _run_playbook("playbooks/lane.yml", "-e", "lane=200k")
+    after = _start_times()
+    for name in RANKS:
+        assert after[name] != before[name], f"{name} was not restarted"
+        assert "--max-model-len 200000" in after[name]
+        assert "--max-num-seqs 15" in after[name]
+    # Only the engine changes: the head relaunches every rank, no node changes anything itself.
+    assert changed["spark1"] > 0
+    assert all(changed[name] == 0 for name in RANKS if name != "spark1"), changed
+    assert "lane 200k (200000 x 15)" in output
+
+
+def test_stop_leaves_no_rank_and_status_reports_it():
+    _run_playbook("playbooks/stop.yml")
+    for name in RANKS:
+        left = subprocess.run(
+            ["docker", "exec", name, "sh", "-c", f"docker ps -aq --filter name={CONTAINER}; pgrep -af '[v]llm serve' || true"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        assert left == "", f"{name}: {left}"
+    output, changed = _run_playbook("playbooks/status.yml")
+    assert "UNHEALTHY" in output
+    assert "ranks up 0/4" in output
+    assert all(value == 0 for value in changed.values())
+
+
+def test_two_spark_layout_deploys_tp2_from_inventory_alone():
+    """inventory.example/two-sparks on the simulated nodes (cpu profile): TP=2 at the 262K lane."""
+    two_nodes = REPO / "molecule/resources/inventory-two-node"
+    output, _ = _run_playbook("site.yml", inventory=two_nodes, hosts=("spark1", "spark2"))
+    assert "engine sparks: 2 ranks, lane 262k (262144 x 6)" in output
+    for name, rank in (("spark1", "0"), ("spark2", "1")):
+        args = json.loads(
+            subprocess.run(["docker", "exec", name, "docker", "inspect", "-f", "{{json .Args}}", CONTAINER], capture_output=True, text=True, check=True).stdout
+        )
+        assert _flag(args, "--tensor-parallel-size") == "2"
+        assert _flag(args, "--nnodes") == "2"
+        assert _flag(args, "--node-rank") == rank
+        assert _flag(args, "--master-port") == "29521"
+        assert _flag(args, "--max-model-len") == "262144"
+    for name in ("spark3", "spark4"):
+        absent = subprocess.run(["docker", "exec", name, "docker", "ps", "-aq", "--filter", f"name={CONTAINER}"], capture_output=True, text=True, check=True)
+        assert absent.stdout.strip() == ""
+    response = httpx.post(
+        f"{HEAD_API}/v1/chat/completions",
+        json={"model": "glm-5.3-flash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4},
+        timeout=120,
+    )
+    assert response.status_code == 200
+    assert response.json()["usage"]["completion_tokens"] >= 1
+    _run_playbook("playbooks/stop.yml", inventory=two_nodes, hosts=("spark1", "spark2"))

@@ -1,0 +1,188 @@
+"""serve_args: lanes and settings -> argv/env, checked against vLLM's own parser."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+import yaml
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import serve_args as sa
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+LANES = yaml.safe_load((REPO / "group_vars/all/lanes.yml").read_text())["lanes"]
+PROFILES = yaml.safe_load((REPO / "group_vars/all/profiles.yml").read_text())["profiles"]
+HEAD = "192.168.100.11"
+
+
+def settings_for(profile_name, **overrides):
+    """The settings the engine role assembles, from the profile data and the role's plain defaults."""
+    profile = PROFILES[profile_name]
+    settings = {
+        "model_path": profile["model_path"],
+        "served_model_name": "glm-5.3-flash",
+        "host": "0.0.0.0",
+        "port": 8000,
+        "trust_remote_code": True,
+        "dtype": profile["dtype"],
+        "load_format": profile["load_format"],
+        "reasoning_parser": "glm45",
+        "tool_call_parser": "glm47",
+        "enable_auto_tool_choice": True,
+        "mtp_num_speculative_tokens": profile["mtp_num_speculative_tokens"],
+        "tensor_parallel_size": None,
+        "pipeline_parallel_size": 1,
+        "max_num_batched_tokens": 8192,
+        "gpu_memory_utilization": 0.85,
+        "block_size": profile["block_size"],
+        "kv_cache_dtype": profile["kv_cache_dtype"],
+        "async_scheduling": True,
+        "enforce_eager": profile["enforce_eager"],
+        "distributed_executor_backend": "mp",
+        "api_key": "",
+        "extra_args": [],
+    }
+    settings.update(overrides)
+    return settings
+
+
+def render(profile="gb10", lane="500k", rank=0, nnodes=4, **overrides):
+    return sa.serve_argv(settings_for(profile, **overrides), sa.checked_lane(LANES, lane), rank, nnodes, HEAD, 29500)
+
+
+def flag(argv, name):
+    return argv[argv.index(name) + 1]
+
+
+# --- the recipe's argv ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(("lane", "length", "seqs"), [("200k", "200000", "15"), ("500k", "500000", "5"), ("1m", "1000000", "3")])
+def test_gb10_head_argv_per_lane_is_the_recipe(lane, length, seqs):
+    argv = render("gb10", lane)
+    assert argv == [
+        "vllm", "serve", "/model",
+        "--served-model-name", "glm-5.3-flash", "--host", "0.0.0.0", "--port", "8000",
+        "--trust-remote-code",
+        "--reasoning-parser", "glm45", "--tool-call-parser", "glm47", "--enable-auto-tool-choice",
+        "--speculative-config", '{"method":"mtp","num_speculative_tokens":4}',
+        "--tensor-parallel-size", "4", "--pipeline-parallel-size", "1",
+        "--max-model-len", length, "--max-num-seqs", seqs,
+        "--max-num-batched-tokens", "8192", "--gpu-memory-utilization", "0.85",
+        "--block-size", "2304", "--kv-cache-dtype", "fp8_e4m3", "--async-scheduling",
+        "--distributed-executor-backend", "mp",
+        "--nnodes", "4", "--node-rank", "0", "--master-addr", HEAD, "--master-port", "29500",
+    ]  # fmt: skip
+    assert "--enforce-eager" not in argv  # CUDA graphs stay on for gb10
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3])
+def test_workers_are_headless_with_their_rank(rank):
+    argv = render(rank=rank)
+    assert argv[-1] == "--headless"
+    assert flag(argv, "--node-rank") == str(rank)
+    assert render(rank=0).count("--headless") == 0
+
+
+def test_cpu_profile_differs_only_where_it_must():
+    gb10, cpu = render("gb10"), render("cpu")
+    assert flag(cpu, "--load-format") == "dummy"
+    assert flag(cpu, "--dtype") == "bfloat16"
+    assert cpu[2] == "/opt/models/tiny-glm"
+    for gone in ("--speculative-config", "--block-size", "--kv-cache-dtype"):
+        assert gone in gb10
+        assert gone not in cpu
+    assert "--enforce-eager" in cpu
+    shared = ["--served-model-name", "--max-model-len", "--max-num-seqs", "--max-num-batched-tokens", "--tensor-parallel-size", "--master-port"]
+    assert [flag(cpu, name) for name in shared] == [flag(gb10, name) for name in shared]
+
+
+def test_speculative_config_and_k_off():
+    assert json.loads(flag(render(mtp_num_speculative_tokens=3), "--speculative-config")) == {"method": "mtp", "num_speculative_tokens": 3}
+    assert "--speculative-config" not in render(mtp_num_speculative_tokens=0)
+    with pytest.raises(sa.ServeArgsError, match="mtp_num_speculative_tokens=-1"):
+        render(mtp_num_speculative_tokens=-1)
+
+
+def test_extra_args_come_before_the_ranks_place_and_must_be_a_list():
+    argv = render(rank=1, extra_args=["--enable-prefix-caching"])
+    assert argv[argv.index("--nnodes") - 1] == "--enable-prefix-caching"
+    assert argv[-1] == "--headless"
+    with pytest.raises(sa.ServeArgsError, match="must be a list"):
+        render(extra_args="--enable-prefix-caching")
+
+
+def test_api_key_goes_to_the_head_only_and_is_redacted_for_display():
+    head = render(api_key="s3cret-key")
+    assert flag(head, "--api-key") == "s3cret-key"
+    assert "--api-key" not in render(rank=1, api_key="s3cret-key")
+    assert "s3cret-key" not in sa.redact_argv(head)
+    assert "s3cret-key" not in sa.serve_argv(settings_for("gb10", api_key="s3cret-key"), LANES["500k"], 0, 4, HEAD, 29500, redact=True)
+
+
+# --- bad input, with the documented messages --------------------------------
+
+
+def test_unknown_lane_lists_the_valid_ones():
+    with pytest.raises(sa.ServeArgsError) as error:
+        sa.checked_lane(LANES, "300k")
+    assert str(error.value).startswith("Unknown lane '300k'. Valid lanes: 1m, 200k, 500k.")
+
+
+@pytest.mark.parametrize(
+    ("lane", "message"),
+    [
+        ({"max_num_seqs": 5}, "Lane 'bad' has no max_model_len"),
+        ({"max_model_len": 0, "max_num_seqs": 5}, "Lane 'bad' has max_model_len=0: it must be a positive integer"),
+        ({"max_model_len": 1000, "max_num_seqs": -2}, "Lane 'bad' has max_num_seqs=-2"),
+        ({"max_model_len": "lots", "max_num_seqs": 2}, "max_model_len='lots'"),
+        ({"max_model_len": True, "max_num_seqs": 2}, "max_model_len=True"),
+        ({"max_model_len": 1000, "max_num_seqs": 2, "max_seqs": 3}, "unknown keys ['max_seqs']"),
+    ],
+)
+def test_bad_lane_values(lane, message):
+    with pytest.raises(sa.ServeArgsError) as error:
+        sa.checked_lane(dict(LANES, bad=lane), "bad")
+    assert message in str(error.value)
+    assert "Valid lanes: 1m, 200k, 500k, bad" in str(error.value)
+
+
+def test_lane_above_the_native_maximum():
+    lanes = dict(LANES, **{"2m": {"max_model_len": 2_000_000, "max_num_seqs": 1}})
+    with pytest.raises(sa.ServeArgsError, match=r"max_model_len=2000000, above the model's native maximum of 1048576 tokens"):
+        sa.checked_lane(lanes, "2m", PROFILES["gb10"]["native_max_model_len"])
+    assert sa.checked_lane(LANES, "1m", 1_048_576) == {"name": "1m", "max_model_len": 1_000_000, "max_num_seqs": 3}
+
+
+def test_tensor_parallel_mismatch_names_the_fix():
+    assert sa.tensor_parallel_size(None, 4) == 4
+    assert sa.tensor_parallel_size(2, 2) == 2
+    with pytest.raises(sa.ServeArgsError) as error:
+        sa.tensor_parallel_size(8, 4)
+    assert str(error.value).startswith("engine_tensor_parallel_size=8 x pipeline 1 needs 8 GPUs, but the engine group has 4 node(s)")
+    assert "set engine_tensor_parallel_size to 4 or leave it unset" in str(error.value)
+    with pytest.raises(sa.ServeArgsError, match="must be a positive integer"):
+        sa.tensor_parallel_size("four", 4)
+
+
+def test_rank_outside_the_engine():
+    with pytest.raises(sa.ServeArgsError, match="Rank 4 is outside an engine of 4 nodes"):
+        render(rank=4)
+
+
+# --- environment --------------------------------------------------------------
+
+
+def test_env_layers_merge_in_order_and_none_unsets():
+    env = sa.engine_env({"A": 1, "B": "x", "C": True}, {"B": "y", "NCCL_DEBUG": "WARN"}, {"NCCL_DEBUG": None, "D": 2.5})
+    assert env == {"A": "1", "B": "y", "C": "1", "D": "2.5"}
+    with pytest.raises(sa.ServeArgsError, match="'BAD-NAME' is not valid"):
+        sa.engine_env({"BAD-NAME": "1"})
+
+
+def test_gb10_profile_env_is_the_recipe():
+    env = sa.engine_env(PROFILES["gb10"]["env"])
+    assert env["VLLM_ENGINE_READY_TIMEOUT_S"] == "3600"
+    assert env["TORCH_CUDA_ARCH_LIST"] == "12.1a"
+    assert env["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
