@@ -37,7 +37,7 @@ def start_times() -> dict[str, str]:
 
 
 def run(playbook: str, lane: str) -> tuple[float, str]:
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
     started = time.monotonic()
     result = subprocess.run(
         ["ansible-playbook", "-i", str(INVENTORY), str(REPO / playbook), "-e", f"lane={lane}"],

@@ -13,7 +13,7 @@ description:
     into the container command, as a list (never a shell string).
   - Ranks above 0 get C(--headless). The API key is only passed to rank 0.
   - The same file provides C(checked_lane), C(engine_tensor_parallel_size),
-    C(engine_env) and C(redact_argv); see the README of the collection.
+    C(engine_env), C(redact_argv) and C(checked_gmu); see the README of the collection.
 positional: settings
 options:
   settings:
@@ -62,14 +62,14 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import serve_args
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import gpu_memory, serve_args
 
 
 def _wrap(function):
     def call(*args, **kwargs):
         try:
             return function(*args, **kwargs)
-        except serve_args.ServeArgsError as error:
+        except (serve_args.ServeArgsError, gpu_memory.GpuMemoryError) as error:
             raise AnsibleFilterError(str(error)) from error
 
     call.__name__ = function.__name__
@@ -87,4 +87,5 @@ class FilterModule:
             "engine_tensor_parallel_size": _wrap(serve_args.tensor_parallel_size),
             "engine_env": _wrap(serve_args.engine_env),
             "redact_argv": _wrap(serve_args.redact_argv),
+            "checked_gmu": _wrap(gpu_memory.check_gmu),
         }

@@ -1,0 +1,17 @@
+#!/usr/bin/env python3
+"""TEST DOUBLE for nvidia-smi (no GPU on the build machines).
+
+Prints a recorded real output instead of asking a GPU: the file named by
+NVIDIA_SMI_DOUBLE_OUTPUT, or exits with NVIDIA_SMI_DOUBLE_RC and a message
+(as nvidia-smi does when the driver is missing or mismatched).
+"""
+
+import os
+import sys
+
+rc = int(os.environ.get("NVIDIA_SMI_DOUBLE_RC", "0"))
+if rc:
+    sys.stderr.write("Failed to initialize NVML: Driver/library version mismatch\n")
+    sys.exit(rc)
+with open(os.environ["NVIDIA_SMI_DOUBLE_OUTPUT"], encoding="utf-8") as handle:
+    sys.stdout.write(handle.read())

@@ -1,0 +1,135 @@
+"""gmu arithmetic on real meminfo/nvidia-smi outputs and on meminfo variants, with the numbers spelled out."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import gpu_memory as gm
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import nvidia_smi as smi
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "data/gpu"
+GIB = gm.GIB
+KB = 1024
+GB10_TOTAL_KB = 127_600_748  # MemTotal of a DGX Spark: 121.69 GiB
+
+
+def meminfo(total_kb=GB10_TOTAL_KB, free_gib=None, available_gib=113.0, cached_gib=0.0, swap_gib=16.0):
+    free_gib = available_gib if free_gib is None else free_gib
+    text = "\n".join(
+        [
+            f"MemTotal: {total_kb} kB",
+            f"MemFree: {int(free_gib * GIB / KB)} kB",
+            f"MemAvailable: {int(available_gib * GIB / KB)} kB",
+            "Buffers: 0 kB",
+            f"Cached: {int(cached_gib * GIB / KB)} kB",
+            f"SwapTotal: {int(swap_gib * GIB / KB)} kB",
+            "HugePages_Total: 0",
+        ]
+    )
+    return gm.parse_meminfo(text)
+
+
+def test_parse_real_meminfo():
+    h200 = gm.parse_meminfo((FIXTURES / "h200-x2/meminfo.txt").read_text())
+    assert h200["MemTotal"] == 263_998_500 * KB
+    assert h200["Cached"] == 944_188 * KB
+    assert h200["HugePages_Total"] == 0  # a count, not kB
+    gb10 = gm.parse_meminfo((FIXTURES / "gb10/meminfo-partial.txt").read_text())
+    assert gb10 == {"MemTotal": 127_600_748 * KB, "MemAvailable": 118_566_368 * KB}
+
+
+def test_gb10_worker_at_the_recipes_gmu_fits():
+    # 0.85 x 121.69 GiB = 103.44 GiB <= 113.07 GiB available (the published idle box)
+    gb10 = gm.parse_meminfo((FIXTURES / "gb10/meminfo-partial.txt").read_text())
+    result = gm.plan_unified(0.85, gb10)
+    assert result["verdict"] == "fits"
+    assert result["required_bytes"] == int(0.85 * 127_600_748 * KB)
+    # max for a worker: (121.69 - 8.5 OS) / 121.69 = 0.930
+    assert result["max_gmu"] == 0.93
+
+
+def test_gb10_head_matches_the_recipes_lore():
+    # head ceiling: (121.69 - 8.5 OS - 5 API) / 121.69 = 0.8891 -> 0.885 fits, 0.89 does not (NV_ERR_NO_MEMORY)
+    idle = meminfo(available_gib=118.0)
+    assert gm.plan_unified(0.885, idle, is_head=True)["verdict"] == "fits"
+    result = gm.plan_unified(0.89, idle, is_head=True)
+    assert result["verdict"] == "does_not_fit"
+    assert result["max_gmu"] == 0.885
+    assert result["recommended_gmu"] == 0.885
+    assert "Lower engine_gpu_memory_utilization to 0.885" in result["message"]
+    assert "the head's API process 5.0 GiB" in result["message"]
+
+
+@pytest.mark.parametrize("is_head", [False, True])
+def test_gmu_099_never_fits_and_names_the_recommendation(is_head):
+    result = gm.plan_unified(0.99, meminfo(), is_head=is_head)
+    assert result["verdict"] == "does_not_fit"
+    assert f"to {result['recommended_gmu']}" in result["message"]
+    assert "gmu 0.99 asks for 120.5 GiB of 121.7 GiB" in result["message"]
+
+
+def test_large_page_cache_fits_after_dropping_caches():
+    # 0.85 x 121.69 = 103.44 GiB needed free; 40 GiB free, 70 GiB page cache, 110 GiB available
+    result = gm.plan_unified(0.85, meminfo(free_gib=40, cached_gib=70, available_gib=110))
+    assert result["verdict"] == "fits_after_drop_caches"
+    assert result["page_cache_bytes"] == 70 * GIB
+    assert "drop_caches" in result["message"]
+
+
+def test_little_memory_does_not_fit_and_recommends_what_does():
+    # head: (60 available - 5 API) / 121.69 = 0.452 -> 0.45
+    result = gm.plan_unified(0.85, meminfo(available_gib=60), is_head=True)
+    assert result["verdict"] == "does_not_fit"
+    assert result["recommended_gmu"] == 0.45
+    assert "only 60.0 GiB is available even after dropping caches" in result["message"]
+    assert "desktop session" in result["message"]
+
+
+def test_swap_off_is_a_warning_not_a_verdict():
+    result = gm.plan_unified(0.85, meminfo(swap_gib=0))
+    assert result["verdict"] == "fits"
+    assert result["warnings"]
+    assert "swap is off" in result["warnings"][0]
+    assert gm.plan_unified(0.85, meminfo())["warnings"] == []
+
+
+def test_cgroup_limit_is_the_total_inside_one():
+    limit = gm.cgroup_limit("68719476736\n")  # 64 GiB
+    result = gm.plan_unified(0.85, meminfo(), limit=limit)
+    assert result["total_bytes"] == 64 * GIB
+    assert gm.cgroup_limit("max\n") is None
+    assert gm.cgroup_limit("9223372036854771712") is None  # cgroup v1 "unlimited"
+
+
+def test_cpu_engine_checks_only_the_ceiling():
+    # vLLM's CPU build sizes KV from VLLM_CPU_KVCACHE_SPACE: free memory is not what gmu takes there
+    tight = meminfo(total_kb=24 * GIB // KB, available_gib=4)
+    assert gm.plan_unified(0.85, tight, head_reserve=0, os_reserve=2 * GIB, check_free=False)["verdict"] == "fits"
+    result = gm.plan_unified(0.99, tight, head_reserve=0, os_reserve=2 * GIB, check_free=False)
+    assert result["verdict"] == "does_not_fit"
+    assert result["recommended_gmu"] == 0.915  # (24 - 2) / 24 = 0.9167
+
+
+def test_h200_discrete():
+    gpus = smi.parse_query_csv((FIXTURES / "h200-x2/query-gpu.csv").read_text())
+    result = gm.plan_discrete(0.9, gpus)
+    assert result["verdict"] == "fits"
+    assert result["total_bytes"] == 143_771 * 1024 * 1024
+    assert result["recommended_gmu"] == 0.95  # 143156 / 143771 = 0.9957, capped
+    busy = [dict(gpu, **{"memory.free": 60_000 * 1024 * 1024}) for gpu in gpus]
+    result = gm.plan_discrete(0.9, busy)
+    assert result["verdict"] == "does_not_fit"
+    assert result["recommended_gmu"] == 0.415  # 60000 / 143771 = 0.4173
+    with pytest.raises(gm.GpuMemoryError, match="unified memory"):
+        gm.plan_discrete(0.85, smi.parse_query_csv((FIXTURES / "gb10/query-memory-util-power.csv").read_text()))
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [(0, "must be above 0"), (-0.5, "must be above 0"), ("abc", "is not a number"), (True, "is not a number"), (None, "is not a number")],
+)
+def test_bad_gmu(value, message):
+    with pytest.raises(gm.GpuMemoryError, match=message):
+        gm.plan_unified(value, meminfo())
