@@ -13,6 +13,7 @@ import os
 import pathlib
 import re
 import subprocess
+import time
 
 import httpx
 import pytest
@@ -117,11 +118,57 @@ def test_head_streams_a_chat_completion(thinking):
     assert any(delta.get(field) for delta in chunks), f"no delta.{field} in {chunks}"
 
 
-def test_rerun_restarts_nothing():
-    before = _start_times()
-    _, changed = _run_playbook("site.yml", "-e", "lane=500k")
+@pytest.fixture(scope="module")
+def site_rerun():
+    """site.yml once more with nothing changed: (folded stdout, changed per host, ranks' start times
+    before and after, when it started)."""
+    before, started = _start_times(), time.time()
+    out, changed = _run_playbook("site.yml", "-e", "lane=500k")
+    return out, changed, before, _start_times(), started
+
+
+def test_rerun_restarts_nothing(site_rerun):
+    _, changed, before, after, _ = site_rerun
     assert changed == {name: 0 for name in RANKS}
-    assert _start_times() == before
+    assert after == before
+
+
+def test_site_ends_with_the_bench_table_and_writes_reports(site_rerun):
+    out, _, _, _, started = site_rerun
+    tail = out[out.rindex("Show the benchmark") :]
+    assert "scenario conc ok ttft_s ttft_content_s e2e_s decode_tps content_tps" in tail
+    for scenario in ("small", "reasoning"):
+        assert re.search(rf"{scenario} [1-3] ([1-3])/\1 \d+\.\d+", tail), tail[:3000]
+    assert "skipped" not in tail.split("PLAY RECAP")[0]  # small and reasoning both ran
+    reports = REPO / "reports"
+    newest = {ext: max(reports.glob(f"bench-sparks-500k-*.{ext}"), key=lambda p: p.stat().st_mtime) for ext in ("jsonl", "md", "png")}
+    assert all(path.stat().st_mtime >= started for path in newest.values())
+    assert len({path.stem for path in newest.values()}) == 1
+    markdown = newest["md"].read_text()
+    assert "## small" in markdown
+    assert "## reasoning" in markdown
+    assert "| conc | ok | TTFT any (s) | TTFT content (s) |" in markdown
+    requests = [json.loads(line) for line in newest["jsonl"].read_text().splitlines()]
+    assert {r["scenario"] for r in requests} == {"small", "reasoning"}
+    assert len(requests) == 2 * (1 + 2 + 3)  # concurrency 1..3 per scenario, warm-ups not counted
+    assert all(r["ok"] and r["ttft_s"] > 0 and "ttft_content_s" in r for r in requests)
+    # Thinking on: the first token is reasoning, so it comes before any content.
+    thinking = [r for r in requests if r["scenario"] == "reasoning"]
+    assert all(r["ttft_content_s"] is None or r["ttft_content_s"] > r["ttft_s"] for r in thinking)
+    assert newest["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bench_playbook_fails_naming_a_missed_threshold():
+    env = _env()
+    result = subprocess.run(
+        ["ansible-playbook", "-i", str(INVENTORY), str(REPO / "playbooks/bench.yml"),
+         "-e", '{"smoke_bench_scenarios": ["small"], "smoke_bench_concurrency": 1, "smoke_bench_thresholds": {"small": {"ttft_s_max": 0.0001}}}'],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    out = " ".join(result.stdout.split())
+    assert result.returncode != 0
+    assert "smoke benchmark threshold(s) missed: small at concurrency 1: ttft_s" in out
+    assert "is above the threshold 0.0001 (ttft_s_max)" in out
 
 
 def test_gmu_099_fails_in_preflight_before_any_change():
