@@ -57,6 +57,19 @@ class SSEDecoder:
 
     def __init__(self):
         self._data: list[str] = []
+        self._partial = b""
+
+    def feed_bytes(self, chunk: bytes) -> list[str]:
+        """Raw bytes as they arrive (lines may be split anywhere): the events they complete.
+        Splitting on b"\n" is safe in UTF-8, and skips a per-line layer of the HTTP client."""
+        lines = (self._partial + chunk).split(b"\n")
+        self._partial = lines.pop()
+        events = []
+        for line in lines:
+            data = self.feed_line(line.decode("utf-8", errors="replace"))
+            if data is not None:
+                events.append(data)
+        return events
 
     def feed_line(self, line: str) -> str | None:
         line = line.rstrip("\r\n")
@@ -74,6 +87,9 @@ class SSEDecoder:
 
     def flush(self) -> str | None:
         """The last event of a stream that ended without its blank line."""
+        if self._partial:
+            self.feed_line(self._partial.decode("utf-8", errors="replace"))
+            self._partial = b""
         return self.feed_line("")
 
 

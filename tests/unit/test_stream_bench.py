@@ -149,6 +149,18 @@ def test_sse_decoder_rules():
     assert decoder.flush() == "tail"
 
 
+def test_sse_decoder_bytes_split_anywhere_give_the_same_events():
+    raw = (STREAMS / "thinking_on.jsonl").read_text().splitlines()[1:]
+    stream = "".join(json.loads(row)["line"] + "\n" for row in raw).encode()
+    whole = sb.SSEDecoder().feed_bytes(stream)
+    pieces, decoder = [], sb.SSEDecoder()
+    for start in range(0, len(stream), 7):  # 7-byte reads split lines and UTF-8 sequences
+        pieces += decoder.feed_bytes(stream[start : start + 7])
+    assert pieces == whole
+    assert whole[-1] == "[DONE]"
+    assert len(whole) == sum(1 for row in raw if json.loads(row)["line"].startswith("data:"))
+
+
 def test_not_json_is_an_error():
     rec = sb.StreamRecord(0.0)
     rec.feed_data("<html>proxy error</html>", 0.2)
