@@ -60,6 +60,12 @@ def png_data_url(width: int, height: int) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
+def describe(exc: Exception) -> str:
+    """The error's own words (the aiohttp transport maps a refused connection to ConnectTimeout,
+    so the class name alone would mislead), or its class when it has none."""
+    return str(exc) or type(exc).__name__
+
+
 class Client:
     """One httpx client for control requests, and one per concurrent stream ("slots").
 
@@ -149,7 +155,7 @@ class Client:
         except TimeoutError:
             rec.fail(f"no complete answer within the per-request timeout of {self.timeout_s:g} s", t=time.perf_counter())
         except httpx.HTTPError as exc:
-            rec.fail(f"{type(exc).__name__}: {exc or 'connection failed'} ({self.base_url})", t=time.perf_counter())
+            rec.fail(f"{describe(exc)} ({self.base_url})", t=time.perf_counter())
         self.unsent.pop(request_id, None)
         return rec
 
@@ -178,7 +184,7 @@ async def preflight(client: Client, model: str) -> str | None:
     try:
         response = await client.http.get("/v1/models")
     except httpx.HTTPError as exc:
-        return f"cannot reach {client.http.base_url}: {type(exc).__name__}: {exc or 'connection failed'}; check the URL and that the engine is up"
+        return f"cannot reach {client.base_url}: {describe(exc)}; check the URL and that the engine is up"
     if response.status_code == 401:
         return f"{client.http.base_url} answered 401 Unauthorized: set the API key it was started with (api_key / engine_api_key)"
     if response.status_code != 200:
