@@ -106,10 +106,10 @@ def plan_unified(gmu, meminfo, is_head=False, head_reserve=5 * GIB, os_reserve=8
         "max_gmu": round(_floor(ceiling), 3),
         "recommended_gmu": round(_floor(now if check_free else ceiling), 3),
         "swap_total_bytes": int(meminfo.get("SwapTotal", 0)),
-        "warnings": [],
+        "advice": [],
     }
     if "SwapTotal" in meminfo and not meminfo["SwapTotal"]:
-        result["warnings"].append("swap is off: the recipe keeps swap on with vm.swappiness=0, so a memory spike pages out instead of killing the engine.")
+        result["advice"].append("swap is off: the recipe keeps swap on with vm.swappiness=0, so a memory spike pages out instead of killing the engine.")
     role = "head" if is_head else "worker"
     reserve_text = f"the OS keeps {_gib(os_reserve)}" + (f" and the head's API process {_gib(head_extra)}" if is_head else "")
     if gmu > ceiling:

@@ -59,6 +59,65 @@ options:
     description: cgroup v2 memory limit file (v1's memory.limit_in_bytes works too); missing means no limit.
     type: path
     default: /sys/fs/cgroup/memory.max
+  model_config:
+    description:
+      - The model's C(config.json), parsed. With it the module predicts the engine's KV cache tokens per
+        rank (standard attention split or replicated over TP, MLA latent on every rank, the sparse-MLA
+        indexer), the lane's full-length concurrency and oversubscription. Unknown architectures are
+        named and skipped; memory is still checked.
+    type: dict
+  model_config_path:
+    description: Read I(model_config) from this file on the node (e.g. the weights directory's config.json).
+    type: path
+  tensor_parallel_size:
+    description: TP size of the engine.
+    type: int
+    default: 1
+  kv_cache_dtype:
+    description: The engine's C(--kv-cache-dtype) (C(auto) means I(model_dtype)).
+    type: str
+    default: auto
+  model_dtype:
+    description: The engine's C(--dtype) (C(auto) means config.json's torch_dtype).
+    type: str
+    default: auto
+  block_size:
+    description: The engine's C(--block-size); the prediction is rounded down to whole blocks.
+    type: int
+  speculative_mtp:
+    description: MTP speculative decoding is on (its C(num_nextn_predict_layers) hold KV too).
+    type: bool
+    default: false
+  kv_cache_memory_bytes:
+    description: The engine's C(--kv-cache-memory-bytes), when set.
+    type: int
+  cpu_kvcache_space_gib:
+    description: C(VLLM_CPU_KVCACHE_SPACE) of vLLM's CPU build.
+    type: float
+  weights_dir:
+    description: Directory of the weights; their size / TP is the weights per rank in the gmu estimate.
+    type: path
+  non_kv_reserve_gib:
+    description: Memory a rank needs besides weights and KV (activations, CUDA graphs) in the gmu estimate.
+    type: float
+    default: 4.0
+  max_model_len:
+    description: The lane's max_model_len.
+    type: int
+  max_num_seqs:
+    description: The lane's max_num_seqs.
+    type: int
+  max_oversubscription:
+    description: Occupancy (max_num_seqs x max_model_len) / predicted KV tokens above which the module warns.
+    type: float
+    default: 1.5
+  fail_on_oversubscription:
+    description: Fail instead of warning above I(max_oversubscription).
+    type: bool
+    default: false
+  engine_log:
+    description: The engine's log (or its KV lines); its C(KV cache size) print is compared with the prediction.
+    type: str
 author:
   - sparkfleet developers
 """
@@ -134,6 +193,20 @@ gpus:
   type: list
   elements: dict
   sample: [{"index": 0, "name": "NVIDIA GB10", "memory.total": null, "memory.free": null}]
+kv:
+  description:
+    - KV capacity, when a model config was given. C(skipped) says why there is no prediction. Otherwise the
+      layout (C(kind), C(bytes_per_token), C(arithmetic)), C(kv_memory_bytes) and how it was found
+      (C(estimate) when derived from gmu), C(predicted_tokens), C(max_full_length_concurrency),
+      C(oversubscription) and, with I(engine_log), C(actual_tokens), C(ratio) and C(within_2_percent).
+  returned: when model_config or model_config_path is set
+  type: dict
+  sample: {"kind": "attention", "bytes_per_token": 256, "predicted_tokens": 4194304, "actual_tokens": 4193498, "ratio": 1.0002}
+advice:
+  description: What the operator should know but need not stop for (swap off, KV prediction skipped, an oversubscribed lane); also shown as warnings.
+  returned: always
+  type: list
+  elements: str
 message:
   description: The verdict in words, with the numbers and the fix.
   returned: always
@@ -141,11 +214,13 @@ message:
   sample: gmu 0.85 (103.4 GiB of 121.7 GiB) fits this worker
 """
 
+import glob
+import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import gpu_memory, nvidia_smi
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import gpu_memory, kv_capacity, nvidia_smi
 
 # The query of the GB10 recording in tests/data/gpu (memory fields print [N/A] there).
 QUERY = ["index", "name", "memory.total", "memory.used", "memory.free"]
@@ -178,6 +253,22 @@ def main():
             "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
             "meminfo_path": {"type": "path", "default": "/proc/meminfo"},
             "cgroup_memory_max_path": {"type": "path", "default": "/sys/fs/cgroup/memory.max"},
+            "model_config": {"type": "dict"},
+            "model_config_path": {"type": "path"},
+            "tensor_parallel_size": {"type": "int", "default": 1},
+            "kv_cache_dtype": {"type": "str", "default": "auto"},
+            "model_dtype": {"type": "str", "default": "auto"},
+            "block_size": {"type": "int"},
+            "speculative_mtp": {"type": "bool", "default": False},
+            "kv_cache_memory_bytes": {"type": "int"},
+            "cpu_kvcache_space_gib": {"type": "float"},
+            "weights_dir": {"type": "path"},
+            "non_kv_reserve_gib": {"type": "float", "default": 4.0},
+            "max_model_len": {"type": "int"},
+            "max_num_seqs": {"type": "int"},
+            "max_oversubscription": {"type": "float", "default": 1.5},
+            "fail_on_oversubscription": {"type": "bool", "default": False},
+            "engine_log": {"type": "str"},
         },
         supports_check_mode=True,
     )
@@ -211,9 +302,74 @@ def main():
     except (OSError, ValueError) as error:
         module.fail_json(msg=f"gmu_check cannot judge this node: {error}", gpus=gpus or [])
     result["gpus"] = gpus or []
+    if params["model_config"] is not None or params["model_config_path"]:
+        result["kv"] = kv_report(params, result["total_bytes"])
+        if result["kv"].get("warning"):
+            result.setdefault("advice", []).append(result["kv"]["warning"])
+    for advice in result.setdefault("advice", []):
+        module.warn(advice)
     if result["verdict"] == "does_not_fit" and not params["report_only"]:
         module.fail_json(msg=result.pop("message"), **result)
+    if result.get("kv", {}).get("oversubscribed") and params["fail_on_oversubscription"] and not params["report_only"]:
+        module.fail_json(msg=result["kv"]["warning"], **result)
     module.exit_json(changed=False, **result)
+
+
+def weights_bytes(directory):
+    return sum(os.path.getsize(path) for path in glob.glob(os.path.join(directory, "*.safetensors")))
+
+
+def kv_report(params, total_bytes):
+    """Predicted KV tokens (and the engine's own figure when its log is given); never raises."""
+    config = params["model_config"]
+    try:
+        if config is None:
+            with open(params["model_config_path"], encoding="utf-8") as handle:
+                config = json.load(handle)
+    except (OSError, ValueError) as error:
+        return {"skipped": f"no model config to predict KV from: {error}", "warning": f"KV prediction skipped: {error}"}
+    tp = params["tensor_parallel_size"]
+    try:
+        mtp_layers = int(kv_capacity.text_config(config).get("num_nextn_predict_layers") or 1) if params["speculative_mtp"] else 0
+        layout = kv_capacity.kv_layout(config, tp, params["kv_cache_dtype"], params["model_dtype"], mtp_layers)
+        weights = weights_bytes(params["weights_dir"]) // tp if params["weights_dir"] and os.path.isdir(params["weights_dir"]) else None
+        memory, source, estimate = kv_capacity.kv_memory_per_rank(
+            cpu_kvcache_space_gib=params["cpu_kvcache_space_gib"],
+            kv_cache_memory_bytes=params["kv_cache_memory_bytes"],
+            gmu=params["gmu"],
+            total_bytes=total_bytes,
+            weights_per_rank_bytes=weights,
+            non_kv_reserve_bytes=int(params["non_kv_reserve_gib"] * gpu_memory.GIB),
+        )
+    except kv_capacity.KvCapacityError as error:
+        return {"skipped": str(error), "warning": f"KV prediction skipped: {error}"}
+    predicted = kv_capacity.predict(layout, memory, params["block_size"])
+    report = dict(layout, kv_memory_bytes=int(memory), kv_memory_source=source, estimate=estimate or layout["approximate"], predicted_tokens=predicted)
+    words = [f"predicted {predicted:,} KV tokens per rank ({layout['arithmetic']}; {source})"]
+    if params["max_model_len"] and params["max_num_seqs"]:
+        fit = kv_capacity.lane_fit(predicted, params["max_model_len"], params["max_num_seqs"])
+        report.update(fit)
+        words.append(
+            f"lane {params['max_num_seqs']} x {params['max_model_len']:,} = {fit['occupancy_tokens']:,} tokens,"
+            f" {fit['max_full_length_concurrency']:.2f} full-length sequences fit"
+            + (f", oversubscribed {fit['oversubscription']:.2f}x" if fit["oversubscription"] and fit["oversubscription"] > 1 else "")
+        )
+        if fit["oversubscription"] and fit["oversubscription"] > params["max_oversubscription"]:
+            report["oversubscribed"] = True
+            report["warning"] = (
+                f"The lane asks for {fit['occupancy_tokens']:,} tokens of KV and about {predicted:,} fit:"
+                f" {fit['oversubscription']:.2f}x, above max_oversubscription {params['max_oversubscription']}."
+                f" Lower max_num_seqs to {max(1, int(predicted // params['max_model_len']))} or use a shorter lane."
+            )
+    actual = kv_capacity.parse_engine_kv(params["engine_log"]) if params["engine_log"] else None
+    if actual:
+        report.update(kv_capacity.compare(predicted, actual["tokens"]))
+        report["engine_print"] = actual
+        words.append(f"the engine printed {actual['tokens']:,} ({report['ratio']:.4f} of it predicted)")
+    elif params["engine_log"] is not None:
+        words.append("the engine's log has no KV cache size line yet")
+    report["message"] = "; ".join(words)
+    return report
 
 
 if __name__ == "__main__":

@@ -78,3 +78,59 @@ def test_cpu_profile_checks_only_the_ceiling_and_report_only_never_fails(tmp_pat
     out = run_module(tmp_path, nvidia_smi=missing, require_gpu=False, report_only=True, gmu=0.99)
     assert out.get("failed") is not True
     assert out["verdict"] == "does_not_fit"
+
+
+def tiny_model_config():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_tiny_model", REPO / "images/engine-cpu/make_tiny_model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.model_config(vocab_size=384, eos_token_id=0)
+
+
+CPU_PROFILE = {"gmu": 0.85, "require_gpu": False, "check_free_memory": False, "tensor_parallel_size": 4, "cpu_kvcache_space_gib": 1.0}
+
+
+def test_kv_predicted_and_compared_with_the_engines_print(tmp_path):
+    log = "(EngineCore pid=1) INFO CPU KV cache size: 4,193,498 tokens, Maximum concurrency for 500,000 tokens per request: 8.39x"
+    out = run_module(tmp_path, model_config=tiny_model_config(), max_model_len=500_000, max_num_seqs=5, engine_log=log, **CPU_PROFILE)
+    kv = out["kv"]
+    assert kv["bytes_per_token"] == 256
+    assert kv["predicted_tokens"] == 4_194_304
+    assert kv["actual_tokens"] == 4_193_498
+    assert kv["within_2_percent"]
+    assert kv["oversubscription"] == pytest.approx(2_500_000 / 4_194_304)
+    assert "predicted 4,194,304 KV tokens per rank" in kv["message"]
+    assert "the engine printed 4,193,498" in kv["message"]
+
+
+def test_kv_config_read_from_the_node(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(tiny_model_config()))
+    out = run_module(tmp_path, model_config_path=str(path), **CPU_PROFILE)
+    assert out["kv"]["predicted_tokens"] == 4_194_304
+
+
+def test_kv_unknown_architecture_is_skipped_and_memory_still_checked(tmp_path):
+    out = run_module(tmp_path, model_config={"architectures": ["Mystery"]}, **CPU_PROFILE)
+    assert out.get("failed") is not True
+    assert out["verdict"] == "fits"
+    assert "no num_hidden_layers" in out["kv"]["skipped"]
+    assert any("KV prediction skipped" in warning for warning in out["advice"])
+
+
+def test_kv_missing_config_is_skipped(tmp_path):
+    out = run_module(tmp_path, model_config_path=str(tmp_path / "absent.json"), **CPU_PROFILE)
+    assert "no model config to predict KV from" in out["kv"]["skipped"]
+
+
+def test_kv_oversubscribed_lane_warns_or_fails_when_asked(tmp_path):
+    # 1 GiB / 256 B = 4,194,304 tokens; 15 x 1,000,000 = 15,000,000 tokens asked: 3.58x.
+    args = dict(CPU_PROFILE, model_config=tiny_model_config(), max_model_len=1_000_000, max_num_seqs=15)
+    warned = run_module(tmp_path, **args)
+    assert warned.get("failed") is not True
+    assert any("3.58x, above max_oversubscription 1.5" in warning and "Lower max_num_seqs to 4" in warning for warning in warned["advice"])
+    failed = run_module(tmp_path, fail_on_oversubscription=True, **args)
+    assert failed["failed"] is True
+    assert "Lower max_num_seqs to 4" in failed["msg"]

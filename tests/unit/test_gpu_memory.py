@@ -90,9 +90,9 @@ def test_little_memory_does_not_fit_and_recommends_what_does():
 def test_swap_off_is_a_warning_not_a_verdict():
     result = gm.plan_unified(0.85, meminfo(swap_gib=0))
     assert result["verdict"] == "fits"
-    assert result["warnings"]
-    assert "swap is off" in result["warnings"][0]
-    assert gm.plan_unified(0.85, meminfo())["warnings"] == []
+    assert result["advice"]
+    assert "swap is off" in result["advice"][0]
+    assert gm.plan_unified(0.85, meminfo())["advice"] == []
 
 
 def test_cgroup_limit_is_the_total_inside_one():

@@ -158,6 +158,15 @@ def test_site_ends_with_the_bench_table_and_writes_reports(site_rerun):
     assert newest["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_kv_prediction_is_within_two_percent_of_the_engines_print(site_rerun):
+    out = site_rerun[0]
+    found = re.search(r"KV: predicted ([\d,]+) KV tokens per rank .*? the engine printed ([\d,]+) \(([\d.]+) of it predicted\)", out)
+    assert found, out[-3000:]
+    predicted, printed = (int(group.replace(",", "")) for group in found.groups()[:2])
+    assert abs(predicted / printed - 1) <= 0.02
+    assert "lane 5 x 500,000 = 2,500,000 tokens" in out
+
+
 def test_bench_playbook_fails_naming_a_missed_threshold():
     env = _env()
     result = subprocess.run(
