@@ -1,0 +1,35 @@
+"""The preflight all-reduce script, run for real: two gloo ranks on this machine with the venv's torch."""
+
+import json
+import pathlib
+import socket
+import subprocess
+import sys
+
+import pytest
+
+SCRIPT = pathlib.Path(__file__).parents[2] / "roles/preflight/files/allreduce_check.py"
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_two_ranks_sum_correctly_and_report_bus_bandwidth():
+    pytest.importorskip("torch")
+    port = str(free_port())
+    common = ["--backend", "gloo", "--world-size", "2", "--master-addr", "127.0.0.1", "--master-port", port, "--size-mb", "4", "--timeout-s", "60"]
+    # As the role passes it: the script's text to `python -c`, then its arguments.
+    ranks = [subprocess.Popen([sys.executable, "-c", SCRIPT.read_text(), *common, "--rank", str(rank)], stdout=subprocess.PIPE, text=True) for rank in (1, 0)]
+    outputs = [process.communicate(timeout=120)[0] for process in ranks]
+    assert [process.returncode for process in ranks] == [0, 0]
+    assert outputs[0] == ""  # only rank 0 reports
+    report = json.loads(outputs[1])
+    assert report["ranks"] == 2
+    assert report["correct"] is True
+    assert report["bytes"] == 4 * 1024 * 1024
+    # nccl-tests' bus bandwidth: algbw x 2(n-1)/n, so equal to algbw at n = 2.
+    assert report["busbw_gbs"] == pytest.approx(report["algbw_gbs"], rel=1e-3)
+    assert report["busbw_gbs"] > 0
