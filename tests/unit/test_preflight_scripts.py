@@ -1,4 +1,4 @@
-"""The preflight all-reduce script, run for real: two gloo ranks on this machine with the venv's torch."""
+"""The preflight scripts run for real: the all-reduce with two gloo ranks on this machine (the venv's torch), the clock burn without a GPU."""
 
 import json
 import pathlib
@@ -33,3 +33,13 @@ def test_two_ranks_sum_correctly_and_report_bus_bandwidth():
     # nccl-tests' bus bandwidth: algbw x 2(n-1)/n, so equal to algbw at n = 2.
     assert report["busbw_gbs"] == pytest.approx(report["algbw_gbs"], rel=1e-3)
     assert report["busbw_gbs"] > 0
+
+
+def test_clock_burn_refuses_clearly_without_a_gpu():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: this checks the message without one")
+    script = SCRIPT.with_name("clock_burn.py")
+    out = subprocess.run([sys.executable, "-c", script.read_text(), "--seconds", "1"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert json.loads(out.stdout) == {"error": "no CUDA device in the container: run it with --gpus all on a GPU node"}
