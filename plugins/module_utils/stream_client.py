@@ -74,11 +74,10 @@ class Client:
     left the client seconds after the first (measured), which is client-side queueing.
     """
 
-    def __init__(self, base_url: str, api_key: str | None, timeout_s: float, max_streams: int = 1):
+    def __init__(self, base_url: str, api_key: str | None, timeout_s: float):
         self.base_url = base_url.rstrip("/")
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.timeout_s = timeout_s
-        self.transport = "aiohttp" if AiohttpTransport else "httpcore"
         # Requests whose headers have not left yet, by X-Request-Id (vLLM logs it as the request id).
         self.unsent: dict[str, StreamRecord] = {}
         self.http = self._client()
@@ -232,7 +231,7 @@ async def run_benchmark_async(
     read_metrics: bool = True,
     on_request=None,
 ) -> dict:
-    client = Client(url, api_key, timeout_s, max(levels))
+    client = Client(url, api_key, timeout_s)
     try:
         problem = await preflight(client, model)
         if problem:

