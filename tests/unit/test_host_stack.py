@@ -1,0 +1,200 @@
+"""The host stack's decisions: the cluster's driver plan, NCCL's refusals, /etc/nccl.conf,
+and gpu_driver_info run as Ansible runs it on the recorded nvidia-smi tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import nccl_pin, nvidia_driver
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import nvidia_smi as smi
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests/data/gpu"
+DOUBLE = REPO / "tests/doubles/nvidia_smi_double.py"
+MODULE = REPO / "plugins/modules/gpu_driver_info.py"
+PIN = "2.30.7-1+cuda13.0"
+PACKAGES = ["libnccl2", "libnccl-dev"]
+NO_DRIVER = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.\n"
+
+
+# Reading the driver from both recorded machines, in both forms.
+
+
+def test_loaded_driver_from_the_gb10_table_keeps_memory_unreported():
+    found = nvidia_driver.loaded_driver(0, (FIXTURES / "gb10/nvidia-smi.txt").read_text(), "")
+    assert found["state"] == "loaded"
+    assert (found["version"], found["cuda_version"]) == ("580.126.09", "13.0")
+    assert found["gpus"] == [{"index": 0, "name": "NVIDIA GB10", "memory_used": None, "memory_total": None}]
+
+
+def test_loaded_driver_from_the_h200_table():
+    found = nvidia_driver.loaded_driver(0, (FIXTURES / "h200-x2/nvidia-smi.txt").read_text(), "")
+    assert found["version"] == "580.159.04"
+    assert [gpu["memory_total"] for gpu in found["gpus"]] == [143771 * 1024 * 1024] * 2
+
+
+def test_the_csv_form_reads_the_same_driver_as_the_table():
+    rows = smi.parse_query_csv((FIXTURES / "h200-x2/query-gpu.csv").read_text())
+    table = nvidia_driver.loaded_driver(0, (FIXTURES / "h200-x2/nvidia-smi.txt").read_text(), "")
+    assert {row["driver_version"] for row in rows} == {table["version"]}
+
+
+@pytest.mark.parametrize(
+    ("rc", "out", "state"),
+    [(9, NO_DRIVER, "not_loaded"), (18, "Failed to initialize NVML: Driver/library version mismatch\n", "not_loaded"), (0, NO_DRIVER, "not_loaded")],
+)
+def test_no_driver_answering_is_a_state_not_an_error(rc, out, state):
+    found = nvidia_driver.loaded_driver(rc, out, "")
+    assert found["state"] == state
+    assert found["version"] is None
+    assert found["detail"].startswith(out.splitlines()[0][:40])
+
+
+def test_absent_nvidia_smi():
+    assert nvidia_driver.loaded_driver(None, "", "", found=False)["state"] == "absent"
+
+
+@pytest.mark.parametrize(("package", "upstream"), [("580.95.05-1", "580.95.05"), ("1:580.95.05-0ubuntu1", "580.95.05"), ("580.95.05", "580.95.05")])
+def test_upstream_version(package, upstream):
+    assert nvidia_driver.upstream_version(package) == upstream
+
+
+# The cluster's plan.
+
+
+def test_a_healthy_cluster_needs_nothing():
+    plan = nvidia_driver.plan({"s1": "580.126.09", "s2": "580.126.09"}, "580.95", "580.95.05")
+    assert plan == {"install": {}, "problems": []}  # newer than the pin but equal everywhere: kept
+
+
+def test_missing_and_old_drivers_get_the_pin():
+    plan = nvidia_driver.plan({"s1": None, "s2": "570.86.15", "s3": "580.95.05"}, "580.95", "580.95.05")
+    assert plan["install"] == {"s1": "no driver answers", "s2": "driver 570.86.15 is below the minimum 580.95"}
+    assert plan["problems"] == []
+
+
+def test_drift_moves_the_odd_nodes_to_the_pin():
+    plan = nvidia_driver.plan({"s1": "580.95.05", "s2": "580.95.05", "s3": "580.126.09"}, "580.95", "580.95.05")
+    assert list(plan["install"]) == ["s3"]
+    assert plan["install"]["s3"] == "drivers differ across the nodes (s1 580.95.05, s2 580.95.05, s3 580.126.09); the pinned one is 580.95.05"
+
+
+def test_versions_compare_numerically_not_as_text():
+    # "580.95" < "580.126" as numbers; as text it would be the other way round.
+    plan = nvidia_driver.plan({"s1": "580.95.05"}, "580.126", "580.126.09")
+    assert plan["install"] == {"s1": "driver 580.95.05 is below the minimum 580.126"}
+
+
+def test_forbidden_installs_become_problems_naming_each_node():
+    plan = nvidia_driver.plan({"s1": None, "s2": "580.95.05"}, "580.95", "580.95.05", installs_allowed=False)
+    assert plan["problems"] == [
+        "s1: no driver answers, and installs are forbidden (nvidia_driver_install: false). "
+        "Install driver 580.95.05 there (or allow the role to: nvidia_driver_install: true) and run again."
+    ]
+
+
+@pytest.mark.parametrize(
+    ("minimum", "target", "message"),
+    [("580.95", "570.1", "nvidia_driver_version 570.1 is below nvidia_driver_min_version 580.95"), ("latest", "580.95.05", "'latest' is not a driver version")],
+)
+def test_bad_driver_settings(minimum, target, message):
+    with pytest.raises(nvidia_driver.DriverPolicyError, match=message):
+        nvidia_driver.plan({"s1": None}, minimum, target)
+
+
+# NCCL: what apt would do, and what is refused.
+
+SIMULATION_FRESH = """NOTE: This is only a simulation!
+Inst libnccl2 (2.30.7-1+cuda13.0 localhost [amd64])
+Inst libnccl-dev (2.30.7-1+cuda13.0 localhost [amd64])
+Conf libnccl2 (2.30.7-1+cuda13.0 localhost [amd64])
+"""
+SIMULATION_DOWNGRADE = """Inst libnccl-dev [2.31.2-1+cuda13.1] (2.30.7-1+cuda13.0 localhost [amd64])
+Inst libnccl2 [2.31.2-1+cuda13.1] (2.30.7-1+cuda13.0 localhost [amd64])
+"""
+SIMULATION_MISSING = "E: Version '2.28.3-1+cuda12.9' for 'libnccl2' was not found\nE: Version '2.28.3-1+cuda12.9' for 'libnccl-dev' was not found\n"
+SIMULATION_REMOVES = "Remv cuda-nccl-meta [1.0]\nInst libnccl2 (2.30.7-1+cuda13.0 localhost [amd64])\n"
+
+
+def test_parse_apt_simulation():
+    assert nccl_pin.parse_apt_simulation(SIMULATION_FRESH)["install"] == {"libnccl2": (None, PIN), "libnccl-dev": (None, PIN)}
+    assert nccl_pin.parse_apt_simulation(SIMULATION_DOWNGRADE)["install"]["libnccl2"] == ("2.31.2-1+cuda13.1", PIN)
+    assert len(nccl_pin.parse_apt_simulation(SIMULATION_MISSING)["missing"]) == 2
+    assert nccl_pin.parse_apt_simulation(SIMULATION_REMOVES)["remove"] == ["cuda-nccl-meta"]
+
+
+def _problems(installed, held=(), simulation=SIMULATION_FRESH, replace=False):
+    return nccl_pin.problems("s2", PACKAGES, PIN, installed, list(held), nccl_pin.parse_apt_simulation(simulation), replace, "http://repo/")
+
+
+def test_a_fresh_node_and_the_pinned_version_are_fine():
+    assert _problems({}) == []
+    assert _problems({"libnccl2": [{"version": PIN}], "libnccl-dev": [{"version": PIN}]}, held=PACKAGES, simulation="") == []
+
+
+def test_the_decoy_held_is_refused_with_the_documented_message():
+    found = _problems({"libnccl2": [{"version": "2.29.7-1+cuda13.0"}]}, held=["libnccl2"], simulation=SIMULATION_DOWNGRADE)
+    assert found == [
+        "s2: libnccl2 2.29.7-1+cuda13.0 is installed and held, not the pinned 2.30.7-1+cuda13.0. Nothing was changed on s2. "
+        "Replace it with the pinned version (run again with -e nccl_replace_installed=true), "
+        "or remove it (sudo apt-mark unhold libnccl2 libnccl-dev; sudo apt-get remove libnccl2 libnccl-dev) and run again."
+    ]
+    assert _problems({"libnccl2": "2.29.7-1+cuda13.0"}, held=["libnccl2"], simulation=SIMULATION_DOWNGRADE, replace=True) == []
+
+
+def test_a_version_the_repository_lacks_is_refused():
+    (found,) = _problems({}, simulation=SIMULATION_MISSING)[:1]
+    assert found.startswith("s2: apt cannot install NCCL 2.30.7-1+cuda13.0 from http://repo/: Version '2.28.3-1+cuda12.9' for 'libnccl2' was not found")
+
+
+def test_an_install_that_removes_other_packages_is_refused():
+    assert _problems({}, simulation=SIMULATION_REMOVES) == [
+        "s2: installing NCCL 2.30.7-1+cuda13.0 would remove cuda-nccl-meta. Resolve that by hand and run again."
+    ]
+
+
+def test_nccl_conf_leaves_auto_to_nccl_and_refuses_non_nccl_keys():
+    text = nccl_pin.nccl_conf({"NCCL_IB_HCA": "rocep1s0f0,roceP2p1s0f0", "NCCL_IB_GID_INDEX": "auto", "NCCL_DEBUG": "WARN"})
+    assert text.splitlines()[1:] == ["NCCL_DEBUG=WARN", "# NCCL_IB_GID_INDEX: auto (chosen at run time)", "NCCL_IB_HCA=rocep1s0f0,roceP2p1s0f0"]
+    with pytest.raises(ValueError, match="GLOO_SOCKET_IFNAME='eth0' is not an NCCL setting"):
+        nccl_pin.nccl_conf({"GLOO_SOCKET_IFNAME": "eth0"})
+    with pytest.raises(ValueError, match="is not an NCCL setting"):
+        nccl_pin.nccl_conf({"NCCL_DEBUG": "WARN\nNCCL_NET=Socket"})
+
+
+# The module, as Ansible runs it.
+
+
+def _run_module(tmp_path, output, rc=0, nvidia_smi=None):
+    args = tmp_path / "args.json"
+    args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {"nvidia_smi": nvidia_smi or str(DOUBLE)}}))
+    env = dict(os.environ, PYTHONPATH=str(REPO / "collections"), NVIDIA_SMI_DOUBLE_RC=str(rc))
+    if output:
+        env["NVIDIA_SMI_DOUBLE_OUTPUT"] = str(output)
+    result = subprocess.run([sys.executable, str(MODULE), str(args)], capture_output=True, text=True, env=env, check=False)
+    return json.loads(result.stdout)
+
+
+def test_module_reads_the_gb10_table(tmp_path):
+    out = _run_module(tmp_path, FIXTURES / "gb10/nvidia-smi.txt")
+    assert (out["state"], out["version"], out["changed"]) == ("loaded", "580.126.09", False)
+    assert out["gpus"][0]["memory_total"] is None
+
+
+def test_module_reports_no_driver_without_failing(tmp_path):
+    recording = tmp_path / "no-driver.txt"
+    recording.write_text(NO_DRIVER)
+    out = _run_module(tmp_path, recording, rc=9)
+    assert out.get("failed") is not True
+    assert out["state"] == "not_loaded"
+
+
+def test_module_without_nvidia_smi(tmp_path):
+    out = _run_module(tmp_path, None, nvidia_smi="no-such-nvidia-smi")
+    assert out["state"] == "absent"
