@@ -1,0 +1,180 @@
+"""Verify the host stack on the simulated cluster: driver, container toolkit, NCCL, memory hygiene.
+
+The packages are the simulation's stand-ins (molecule/resources/images/nvidia-repo:
+NVIDIA's names and versions in a signed flat repository); apt and dpkg on the
+nodes are real, so pins, holds, downgrades and refusals are real. nvidia-smi
+and the reboot are test doubles (molecule/resources/doubles).
+
+Per node (testinfra): what converge left. Then, from the controller, runs of
+playbooks/host.yml with bad input, each failing before any node changes
+(compared with a snapshot of every node's package and configuration state),
+and with drift, which a re-run heals.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import subprocess
+
+import pytest
+import yaml
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+INVENTORY = REPO / "molecule/resources/inventory/hosts.yml"
+NODES = ("spark1", "spark2", "spark3", "spark4")
+NCCL = "2.30.7-1+cuda13.0"
+DECOY = "2.29.7-1+cuda13.0"
+NEWER = "2.31.2-1+cuda13.1"
+DRIVER = "580.95.05"
+SMI = "/opt/sparkfleet-sim/bin/nvidia-smi"
+
+
+def _sh(node, command):
+    return subprocess.run(["docker", "exec", node, "sh", "-c", command], capture_output=True, text=True, check=True).stdout
+
+
+def _snapshot():
+    """Everything the host roles may change on every node, hashed: packages, selections, apt, Docker, sysctl, NCCL."""
+    command = (
+        "dpkg-query -W -f '${Package} ${Version} ${Status}\\n' | sha256sum; apt-mark showhold;"
+        " find /etc/apt /etc/docker /etc/sysctl.d /etc/nccl.conf /opt/sparkfleet -type f -exec sha256sum {} + 2>/dev/null | sort;"
+        " cat /var/lib/sparkfleet-sim/loaded-driver /var/lib/sparkfleet-sim/boot-id; cat /proc/sys/vm/swappiness"
+    )
+    return {node: _sh(node, command) for node in NODES}
+
+
+def _host_playbook(*extra):
+    env = {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1"}
+    result = subprocess.run(
+        ["ansible-playbook", "-i", str(INVENTORY), str(REPO / "playbooks/host.yml"), *extra],
+        cwd=REPO, env=dict(os.environ, **env), capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    recap = dict(re.findall(r"^(spark\d)\s+:\s+ok=\d+\s+changed=(\d+)", result.stdout, re.M))
+    return result.returncode, " ".join(result.stdout.split()), {node: int(count) for node, count in recap.items()}
+
+
+# What converge left, on every node.
+
+
+def test_pinned_stand_in_packages_are_installed(host):
+    for package, version in (("libnccl2", NCCL), ("libnccl-dev", NCCL), ("nvidia-open", DRIVER + "-1"), ("nvidia-container-toolkit", "1.18.0-1")):
+        installed = host.package(package)
+        assert installed.is_installed, f"{package} missing"
+        assert installed.version == version, f"{package} {installed.version}"
+
+
+def test_nccl_is_held_and_pinned_above_the_decoys(host):
+    held = host.check_output("apt-mark showhold").split()
+    assert {"libnccl2", "libnccl-dev"} <= set(held), held
+    policy = host.check_output("LC_ALL=C apt-cache policy libnccl2")
+    assert f"Candidate: {NCCL}" in policy, policy
+    assert re.search(rf"\*\*\* {re.escape(NCCL)} 1001", policy), policy
+    # Both decoys are there to be chosen, and are not.
+    assert DECOY in policy, policy
+    assert NEWER in policy, policy
+    assert NEWER > NCCL  # the newer one would win without the pin
+
+
+def test_driver_is_loaded_and_docker_has_the_nvidia_runtime(host):
+    table = host.check_output(SMI)
+    assert f"Driver Version: {DRIVER}" in table
+    assert "Not Supported" in table  # the GB10 recording: memory is unified
+    runtimes = host.check_output("sudo docker info --format '{{json .Runtimes}}'")
+    assert '"nvidia"' in runtimes
+
+
+def test_nccl_conf_holds_the_clusters_settings(host):
+    conf = host.file("/etc/nccl.conf").content_string
+    group_vars = yaml.safe_load((REPO / "group_vars/all/nccl.yml").read_text())
+    for key, value in group_vars["nccl_settings"].items():
+        assert f"\n{key}={value}\n" in conf, key
+    assert "\nNCCL_SOCKET_IFNAME=eth0\n" in conf  # the simulation's fabric interface
+    assert "NCCL_IB_GID_INDEX=" not in conf  # auto: NCCL chooses
+
+
+def test_swappiness_is_zero_now_and_persisted(host):
+    assert host.file("/proc/sys/vm/swappiness").content_string.strip() == "0"
+    assert host.file("/etc/sysctl.d/60-sparkfleet.conf").content_string.strip() == "vm.swappiness=0"
+    assert host.file("/proc/sys/vm/min_free_kbytes").exists  # read only: the role never raises it
+
+
+def test_swap_state_is_the_kernels(host):
+    """Nodes share the machine's kernel: they see its swap (CI enables some, see .ci/run)."""
+    kernel_swaps = pathlib.Path("/proc/swaps").read_text().splitlines()[1:]
+    node_swaps = host.file("/proc/swaps").content_string.splitlines()[1:]
+    assert node_swaps == kernel_swaps
+    if kernel_swaps:
+        assert int(host.check_output("awk '/SwapTotal/ {print $2}' /proc/meminfo")) > 0
+
+
+# Bad input and drift, from the controller.
+
+
+def test_decoy_nccl_on_one_node_is_refused_then_replaced_when_asked():
+    _sh(
+        "spark3",
+        f"apt-mark unhold libnccl2 libnccl-dev >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -qq -y"
+        f" --allow-downgrades libnccl2={DECOY} libnccl-dev={DECOY} >/dev/null && apt-mark hold libnccl2 libnccl-dev >/dev/null",
+    )
+    before = _snapshot()
+    rc, out, _ = _host_playbook()
+    assert rc != 0
+    assert (
+        f"spark3: libnccl2 {DECOY} is installed and held, not the pinned {NCCL}. Nothing was changed on spark3."
+        " Replace it with the pinned version (run again with -e nccl_replace_installed=true)"
+    ) in out, out[-3000:]
+    assert _snapshot() == before
+    rc, out, changed = _host_playbook("-e", "nccl_replace_installed=true")
+    assert rc == 0, out[-3000:]
+    assert changed["spark3"] > 0, changed
+    assert changed["spark1"] == 0, changed
+    assert _sh("spark3", "dpkg-query -W -f '${Version}' libnccl2") == NCCL
+    assert set(_sh("spark3", "apt-mark showhold").split()) >= {"libnccl2", "libnccl-dev"}
+
+
+def test_driver_drift_on_one_node_is_healed_by_a_rerun():
+    """spark4 comes back from a reboot with another driver loaded: the pinned one is loaded again."""
+    _sh("spark4", "echo 580.126.09 > /var/lib/sparkfleet-sim/loaded-driver")
+    before = _snapshot()
+    rc, out, _ = _host_playbook("-e", "nvidia_driver_install=false")
+    assert rc != 0
+    assert "spark4: drivers differ across the nodes (spark1 580.95.05, spark2 580.95.05, spark3 580.95.05, spark4 580.126.09)" in out, out[-3000:]
+    assert "installs are forbidden (nvidia_driver_install: false)" in out
+    assert _snapshot() == before
+    rc, out, changed = _host_playbook()
+    assert rc == 0, out[-3000:]
+    assert changed["spark4"] > 0, changed
+    assert changed["spark2"] == 0, changed
+    assert f"Driver Version: {DRIVER}" in _sh("spark4", SMI)
+
+
+BAD_INPUT = {
+    "driver below the minimum, installs forbidden": (
+        ["-e", "nvidia_driver_min_version=580.126", "-e", "nvidia_driver_version=580.126.09", "-e", "nvidia_driver_install=false"],
+        "spark1: driver 580.95.05 is below the minimum 580.126, and installs are forbidden (nvidia_driver_install: false).",
+    ),
+    "an NCCL version other than the pinned one": (
+        ["-e", "nccl_version=2.28.3-1+cuda12.9"],
+        "spark2: libnccl2 2.30.7-1+cuda13.0 is installed and held, not the pinned 2.28.3-1+cuda12.9. Nothing was changed on spark2.",
+    ),
+    "an unreachable repository": (
+        ["-e", "cuda_repo_base_url=http://192.168.100.5/no/such/repos", "-e", "nccl_version=2.29.7-1+cuda13.0"],
+        "spark3 cannot reach the CUDA repository http://192.168.100.5/no/such/repos/debian12/x86_64/",
+    ),
+    "an unsupported architecture": (
+        ["-e", '{"host_supported_architectures": ["aarch64"]}'],
+        "supported: DGX OS / Ubuntu 24.04 and Debian 12 on aarch64. Nothing was changed on spark4.",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUT))
+def test_bad_input_fails_naming_the_node_before_any_change(case):
+    extra, message = BAD_INPUT[case]
+    before = _snapshot()
+    rc, out, _ = _host_playbook(*extra)
+    assert rc != 0
+    assert message in out, out[-3000:]
+    assert _snapshot() == before
