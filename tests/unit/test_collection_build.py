@@ -24,7 +24,18 @@ def tarball_names(tmp_path_factory):
 
 
 @pytest.mark.parametrize(
-    "required", ["roles/engine/tasks/main.yml", "plugins/module_utils/serve_args.py", "playbooks/site.yml", "meta/runtime.yml", "docs/lanes.md"]
+    "required",
+    [
+        "roles/engine/tasks/main.yml",
+        "plugins/module_utils/serve_args.py",
+        "playbooks/site.yml",
+        "meta/runtime.yml",
+        "docs/lanes.md",
+        # The engine role reads them from the collection root (engine_patches_dir).
+        "patches/manifest.yml",
+        "patches/sm12x-persistent-topk-guard.diff",
+        "roles/nccl/files/image_nccl_version.py",
+    ],
 )
 def test_tarball_holds_the_collection(tarball_names, required):
     assert required in tarball_names

@@ -12,6 +12,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import time
 
@@ -24,6 +25,7 @@ CONTAINER = "vllm_glm53"
 RANKS = {"spark1": 0, "spark2": 1, "spark3": 2, "spark4": 3}
 HEAD_API = "http://192.168.100.11:8000"
 LANES = {"500k": ("500000", "5"), "200k": ("200000", "15")}
+PATCH_TARGET = "/opt/vllm/lib/python3.11/site-packages/vllm/model_executor/layers/indexer_topk.py"
 
 
 def _container(host):
@@ -54,6 +56,12 @@ def test_rank_runs_with_lane_flags(host):
     assert container["Config"]["Labels"]["io.sparkfleet.lane"] == "500k"
     assert container["HostConfig"]["NetworkMode"] == "host"
     assert container["HostConfig"]["IpcMode"] == "host"
+    # The cpu profile's patch (patches/manifest.yml), applied on the node and mounted read-only over vLLM's file.
+    (mount,) = [m for m in container["Mounts"] if m["Destination"] == PATCH_TARGET]
+    assert mount["RW"] is False
+    assert mount["Source"].startswith("/opt/sparkfleet/patches/sm12x-persistent-topk-guard/")
+    served = host.check_output(f"sudo docker exec {CONTAINER} grep -c _persistent_capable {PATCH_TARGET}")
+    assert int(served) == 3  # the definition and its two uses
 
 
 def _env():
@@ -233,6 +241,27 @@ def test_stop_leaves_no_rank_and_status_reports_it():
     assert "UNHEALTHY" in output
     assert "ranks up 0/4" in output
     assert all(value == 0 for value in changed.values())
+
+
+def test_a_patch_made_for_another_base_refuses_to_start_anything(tmp_path):
+    """The guard's manifest entry with another base sha256: the deploy stops before any rank starts."""
+    patches = tmp_path / "patches"
+    shutil.copytree(REPO / "patches", patches)
+    manifest = (patches / "manifest.yml").read_text()
+    (patches / "manifest.yml").write_text(re.sub(r"base_sha256: [0-9a-f]{64}", "base_sha256: " + "ab" * 32, manifest))
+    result = subprocess.run(
+        ["ansible-playbook", "-i", str(INVENTORY), str(REPO / "playbooks/deploy.yml"), "-e", f"engine_patches_dir={patches}"],
+        cwd=REPO, env=_env(), capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    folded = " ".join(result.stdout.split())
+    assert result.returncode != 0
+    assert (
+        "patch sm12x-persistent-topk-guard was made against vLLM 0.32.0 (vllm/model_executor/layers/indexer_topk.py sha256 abababababab...),"
+        " but the image has vLLM 0.32.0+cpu with sha256 4dc91f83043c... Nothing was started."
+    ) in folded, folded[-3000:]
+    for name in RANKS:
+        left = subprocess.run(["docker", "exec", name, "docker", "ps", "-aq", "--filter", f"name={CONTAINER}"], capture_output=True, text=True, check=True)
+        assert left.stdout.strip() == "", name
 
 
 def test_two_spark_layout_deploys_tp2_from_inventory_alone():
