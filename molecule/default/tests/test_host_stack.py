@@ -143,6 +143,14 @@ def test_driver_drift_on_one_node_is_healed_by_a_rerun():
     assert "spark4: drivers differ across the nodes (spark1 580.95.05, spark2 580.95.05, spark3 580.95.05, spark4 580.126.09)" in out, out[-3000:]
     assert "installs are forbidden (nvidia_driver_install: false)" in out
     assert _snapshot() == before
+    # Installs allowed, reboots not: the package is already the pinned one, the loaded driver is not.
+    rc, out, _ = _host_playbook("-e", "nvidia_driver_reboot=false")
+    assert rc != 0
+    assert (
+        "spark4 has driver 580.95.05 installed but 580.126.09 loaded, and reboots are forbidden (nvidia_driver_reboot: false)."
+        " Reboot spark4 (sudo reboot), one node at a time, then run again."
+    ) in out, out[-3000:]
+    assert _snapshot() == before
     rc, out, changed = _host_playbook()
     assert rc == 0, out[-3000:]
     assert changed["spark4"] > 0, changed
@@ -160,7 +168,7 @@ BAD_INPUT = {
         "spark2: libnccl2 2.30.7-1+cuda13.0 is installed and held, not the pinned 2.28.3-1+cuda12.9. Nothing was changed on spark2.",
     ),
     "an unreachable repository": (
-        ["-e", "cuda_repo_base_url=http://192.168.100.5/no/such/repos", "-e", "nccl_version=2.29.7-1+cuda13.0"],
+        ["-e", "cuda_repo_base_url=http://192.168.100.5/no/such/repos"],
         "spark3 cannot reach the CUDA repository http://192.168.100.5/no/such/repos/debian12/x86_64/",
     ),
     "an unsupported architecture": (
