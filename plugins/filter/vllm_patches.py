@@ -30,7 +30,7 @@ patches: "{{ ['sm12x-persistent-topk-guard'] | sparkfleet.vllm.selected_patches(
 
 RETURN = r"""
 _value:
-  description: Entries with diff_text and diff_sha256 added.
+  description: Entries with diff_text and entry_sha256 (what a patched file depends on) added.
   type: list
   elements: dict
 """

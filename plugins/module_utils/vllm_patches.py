@@ -57,7 +57,6 @@ def select(manifest, names, diffs):
         if entry["diff"] not in diffs:
             raise PatchError(f"patch {name}: patches/{entry['diff']} is missing")
         entry["diff_text"] = diffs[entry["diff"]]
-        entry["diff_sha256"] = sha256_text(entry["diff_text"])
         # What the patched file depends on besides the image: a change to any of it is a new file.
         entry["entry_sha256"] = sha256_text("\n".join([entry["diff_text"], entry["target"], str(entry["vllm_version"]), entry["base_sha256"]]))
         selected.append(entry)

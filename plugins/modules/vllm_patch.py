@@ -26,7 +26,7 @@ options:
     required: true
   patches:
     description:
-      - Entries of patches/manifest.yml (name, target, vllm_version, base_sha256) with diff_text, diff_sha256 and
+      - Entries of patches/manifest.yml (name, target, vllm_version, base_sha256) with diff_text and
         entry_sha256 (the selected_patches filter adds them).
     type: list
     elements: dict
