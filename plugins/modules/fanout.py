@@ -13,15 +13,15 @@ description:
   - The head runs I(source_command) and sends its output to the first worker; each worker receives on
     I(listen), feeds what it receives to I(sink_command) and forwards it to the next worker at once. The
     head sends every byte once, whatever the number of workers; all hops run together.
-  - Every hop returns the sha256 of the stream it saw: equal digests on every hop prove that every
-    node got every byte. A failure (peer gone, sink exited, source failed) kills the local sink, so a
+  - Every hop returns the bytes it moved (and with I(checksum) the stream's sha256); the role compares them
+    with the head's. A failure (peer gone, sink exited, source failed) kills the local sink, so a
     C(docker load) or C(tar -x) never takes a short stream for a whole one.
   - Writes its progress to I(status_path) about once a second (the C(fanout_watch) action shows it).
-  - Start the workers first (with C(async)): the head and each worker retry the connection to the next hop
+  - Start the workers first (with C(async)); the head and each worker retry the connection to the next hop
     for I(connect_wait_s).
   - The role's tasks decide whether a transfer is needed; this module always moves bytes (changed=true).
 requirements:
-  - Python 3 on every node; addresses of the cluster's fabric that the nodes can reach each other on.
+  - Python 3 on every node, and addresses of the cluster's fabric that the nodes can reach each other on.
 options:
   source_command:
     description: On the head, the command whose standard output is the artifact (split like a shell, no shell).
@@ -53,6 +53,12 @@ options:
     description: A hop that sends nothing for this long ends the transfer with an error.
     type: float
     default: 600
+  checksum:
+    description:
+      - Hash the stream on this hop (sha256). Off, hops compare byte counts only; the consumer checks content
+        (docker load verifies layer digests, the weights' manifest their sha256).
+    type: bool
+    default: false
 author:
   - sparkfleet developers
 """
@@ -82,18 +88,18 @@ bytes:
   type: int
   sample: 2712345600
 sha256:
-  description: The sha256 of the stream this hop saw (equal on every hop when the transfer is whole).
+  description: The sha256 of the stream this hop saw with I(checksum), else empty.
   returned: success
   type: str
 seconds:
   description: Time from the first byte to the end of this hop (for the head, the whole chain's).
   returned: success
   type: float
-started:
-  description: Epoch seconds of the first byte.
+first_byte_at:
+  description: Epoch seconds of the first byte (not C(started)/C(finished), which async_status owns).
   returned: success
   type: float
-finished:
+ended_at:
   description: Epoch seconds of the end.
   returned: success
   type: float
@@ -130,6 +136,7 @@ def main() -> None:
             "expected_bytes": {"type": "int", "default": 0},
             "connect_wait_s": {"type": "float", "default": 120},
             "idle_timeout_s": {"type": "float", "default": 600},
+            "checksum": {"type": "bool", "default": False},
         },
         required_one_of=[["source_command", "listen"]],
         mutually_exclusive=[["source_command", "listen"]],
@@ -147,6 +154,7 @@ def main() -> None:
             expected_bytes=params["expected_bytes"],
             connect_wait_s=params["connect_wait_s"],
             idle_timeout_s=params["idle_timeout_s"],
+            checksum=params["checksum"],
         )
     except fanout.FanoutError as error:
         module.fail_json(msg=str(error))
