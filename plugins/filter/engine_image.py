@@ -42,9 +42,6 @@ _value:
   type: dict
 """
 
-import hashlib
-import os
-
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import engine_image
@@ -84,18 +81,10 @@ def disk_shortfalls(free_bytes, required_bytes, reserve_bytes=0):
 
 def context_fingerprint(path):
     """sha256 over a build context's relative paths and contents (the controller's copy)."""
-    if not os.path.isdir(path):
-        raise AnsibleFilterError(f"build context {path} is not a directory on the controller")
-    digest = hashlib.sha256()
-    for directory, dirs, files in os.walk(path):
-        dirs.sort()
-        for name in sorted(files):
-            full = os.path.join(directory, name)
-            digest.update(os.path.relpath(full, path).encode() + b"\0")
-            with open(full, "rb") as handle:
-                for block in iter(lambda: handle.read(8 << 20), b""):
-                    digest.update(block)
-    return digest.hexdigest()
+    try:
+        return engine_image.context_fingerprint(path)
+    except engine_image.ImageSourceError as error:
+        raise AnsibleFilterError(str(error)) from error
 
 
 def image_local_reference(reference):

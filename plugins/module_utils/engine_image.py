@@ -11,6 +11,8 @@ another name (a re-tag, no transfer), or missing / different (sent).
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 
 SOURCES = ("pull", "load", "build")
@@ -124,3 +126,20 @@ def disk_shortfalls(required_bytes, free_bytes: dict, reserve_bytes: int = 0) ->
                 f"({required / 2**30:.1f} GiB to receive + {reserve_bytes / 2**30:.1f} GiB reserve)"
             )
     return problems
+
+
+def context_fingerprint(path: str) -> str:
+    """sha256 over a build context's relative paths and contents: the image's label, so an unchanged
+    context is neither copied to the head nor built again."""
+    if not os.path.isdir(path):
+        raise ImageSourceError(f"build context {path} is not a directory on the controller")
+    digest = hashlib.sha256()
+    for directory, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(files):
+            full = os.path.join(directory, name)
+            digest.update(os.path.relpath(full, path).encode() + b"\0")
+            with open(full, "rb") as handle:
+                for block in iter(lambda: handle.read(8 << 20), b""):
+                    digest.update(block)
+    return digest.hexdigest()
