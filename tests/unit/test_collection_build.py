@@ -35,6 +35,11 @@ def tarball_names(tmp_path_factory):
         "patches/manifest.yml",
         "patches/sm12x-persistent-topk-guard.diff",
         "roles/nccl/files/image_nccl_version.py",
+        # The cpu profile builds its image and generates its model from here (paths relative to the root).
+        "images/engine-cpu/Dockerfile",
+        "images/engine-cpu/make_tiny_model.py",
+        "roles/model_weights/files/hf_download.py",
+        "plugins/action/fanout_watch.py",
     ],
 )
 def test_tarball_holds_the_collection(tarball_names, required):

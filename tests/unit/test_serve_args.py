@@ -89,7 +89,7 @@ def test_cpu_profile_differs_only_where_it_must():
     gb10, cpu = render("gb10"), render("cpu")
     assert flag(cpu, "--load-format") == "dummy"
     assert flag(cpu, "--dtype") == "bfloat16"
-    assert cpu[2] == "/opt/models/tiny-glm"
+    assert cpu[2] == "/model"
     for gone in ("--speculative-config", "--block-size", "--kv-cache-dtype"):
         assert gone in gb10
         assert gone not in cpu

@@ -37,7 +37,7 @@ def parse(parser, argv):
 def test_vllm_parses_every_rank_of_every_lane(serve_parser, profile, lane, length, seqs, rank):
     args = parse(serve_parser, render(profile, lane, rank=rank))
     vllm_serve.ServeSubcommand().validate(args)
-    assert args.model_tag == ("/model" if profile == "gb10" else "/opt/models/tiny-glm")
+    assert args.model_tag == "/model"
     assert (args.max_model_len, args.max_num_seqs) == (length, seqs)
     assert (args.tensor_parallel_size, args.nnodes, args.node_rank) == (4, 4, rank)
     assert (args.master_addr, args.master_port) == ("192.168.100.11", 29500)
