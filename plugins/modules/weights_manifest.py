@@ -18,7 +18,7 @@ description:
   - C(state=commit) (a worker, after a fan-out) checks every received file in the staging directory against
     the manifest, moves the good ones under their final names (atomic rename), deletes the bad ones and fails
     naming them. Nothing half-written ever carries a final name.
-  - Hashing is incremental: each node keeps what it last verified (size, mtime, sha256 per file) and only
+  - Hashing is incremental; each node keeps what it last verified (size, mtime, sha256 per file) and only
     re-hashes files whose size or mtime changed; I(full=true) re-hashes everything.
 options:
   path:
