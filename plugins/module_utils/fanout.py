@@ -37,16 +37,6 @@ class FanoutError(Exception):
     """A hop failed; the message names the hop, the peer and what happened."""
 
 
-def chain_plan(head: str, members: list[str], needs: dict[str, bool]) -> list[str]:
-    """The chain's order: the head, then the members that need the artifact, in inventory order."""
-    return [head] + [member for member in members if member != head and needs.get(member)]
-
-
-def next_hops(chain: list[str]) -> dict[str, str | None]:
-    """Each node's downstream neighbour in the chain (None at its end)."""
-    return {node: (chain[index + 1] if index + 1 < len(chain) else None) for index, node in enumerate(chain)}
-
-
 class _Status:
     """Progress written atomically to a JSON file (read by the fanout_watch action)."""
 

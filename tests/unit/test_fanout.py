@@ -13,7 +13,6 @@ import pathlib
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -98,10 +97,8 @@ def test_a_failing_source_fails_the_head_and_the_workers_know(tmp_path, artifact
 
 def test_a_missing_next_hop_is_named(tmp_path):
     port = _free_port()
-    started = time.monotonic()
     with pytest.raises(fanout.FanoutError, match=f"could not reach the next hop 127.0.0.1:{port}"):
         fanout.relay(source_command="true", forward=("127.0.0.1", port), connect_wait_s=1)
-    assert time.monotonic() - started < 10
 
 
 def test_a_worker_whose_upstream_never_comes_is_named():
@@ -132,12 +129,12 @@ def test_the_module_runs_as_ansible_runs_it(tmp_path, artifact):
     assert "must be ADDRESS:PORT" in json.loads(bad.communicate(timeout=30)[0])["msg"]
 
 
-def test_chain_order_and_progress_line():
-    chain = fanout.chain_plan("spark1", ["spark1", "spark2", "spark3", "spark4"], {"spark2": True, "spark4": True})
-    assert chain == ["spark1", "spark2", "spark4"]
-    assert fanout.next_hops(chain) == {"spark1": "spark2", "spark2": "spark4", "spark4": None}
+def test_progress_line():
+    chain = ["spark1", "spark2", "spark4"]
     line = fanout.describe_progress({"bytes": 2**30, "expected_bytes": 2**31, "started": 0, "updated": 10}, chain)
     assert line == "spark1 -> spark2 -> spark4: 1.00 GiB (50%) of 2.00 GiB, 107 MB/s"
+    finishing = fanout.describe_progress({"state": "finishing", "bytes": 2**30}, chain)
+    assert finishing == "spark1 -> spark2 -> spark4: all 1.00 GiB sent; the workers' sinks are finishing"
 
 
 # The weights manifest.
