@@ -11,9 +11,9 @@ version_added: 0.1.0
 description:
   - Turns the engine settings, a checked lane and the rank's place in the engine
     into the container command, as a list (never a shell string).
-  - Ranks above 0 get C(--headless). The API key is only passed to rank 0.
+  - Ranks above 0 get C(--headless). The API key is not in argv: the engine role gives it to rank 0 as C(VLLM_API_KEY).
   - The same file provides C(checked_lane), C(engine_tensor_parallel_size),
-    C(engine_env), C(redact_argv) and C(checked_gmu); see the README of the collection.
+    C(engine_env), C(redact_argv), C(redact_env) and C(checked_gmu); see the README of the collection.
 positional: settings
 options:
   settings:
@@ -40,10 +40,6 @@ options:
     description: The torch.distributed port on the head.
     type: int
     required: true
-  redact:
-    description: Replace secret values (the API key) for display.
-    type: bool
-    default: false
 """
 
 EXAMPLES = r"""
@@ -87,5 +83,6 @@ class FilterModule:
             "engine_tensor_parallel_size": _wrap(serve_args.tensor_parallel_size),
             "engine_env": _wrap(serve_args.engine_env),
             "redact_argv": _wrap(serve_args.redact_argv),
+            "redact_env": _wrap(serve_args.redact_env),
             "checked_gmu": _wrap(gpu_memory.check_gmu),
         }

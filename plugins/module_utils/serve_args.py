@@ -14,6 +14,8 @@ import re
 
 # Settings whose secret values must never be shown (argv printed to users).
 SECRET_FLAGS = frozenset({"--api-key"})
+# The head receives the API key in its environment, never in argv (readable by every local user).
+SECRET_ENV = frozenset({"VLLM_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"})
 REDACTED = "<redacted>"
 
 _LANE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -124,7 +126,7 @@ def _flag(argv, name, value):
     argv.extend([f"--{name}", str(value)])
 
 
-def serve_argv(settings, lane, rank, nnodes, master_addr, master_port, redact=False):
+def serve_argv(settings, lane, rank, nnodes, master_addr, master_port):
     """Render the `vllm serve` argv of one rank.
 
     settings: the engine role's settings (keys documented in roles/engine/meta/argument_specs.yml).
@@ -162,8 +164,6 @@ def serve_argv(settings, lane, rank, nnodes, master_addr, master_port, redact=Fa
     _flag(argv, "async-scheduling", bool(settings.get("async_scheduling")))
     _flag(argv, "enforce-eager", bool(settings.get("enforce_eager")))
     _flag(argv, "distributed-executor-backend", settings.get("distributed_executor_backend", "mp"))
-    if node_rank == 0 and settings.get("api_key"):
-        _flag(argv, "api-key", REDACTED if redact else settings["api_key"])
     extra = settings.get("extra_args") or []
     if isinstance(extra, str) or not all(isinstance(item, (str, int, float)) for item in extra):
         raise ServeArgsError(f"engine_extra_args must be a list of strings (one argv item each), got {extra!r}.")
@@ -184,6 +184,11 @@ def redact_argv(argv):
         if item in SECRET_FLAGS:
             shown[index + 1] = REDACTED
     return shown
+
+
+def redact_env(env):
+    """A copy of a rank's environment with secret values replaced, for display."""
+    return {key: REDACTED if key in SECRET_ENV and value else value for key, value in (env or {}).items()}
 
 
 def engine_env(profile_env=None, communication_env=None, extra_env=None):

@@ -93,8 +93,11 @@ def test_eight_sparks_are_two_independent_engines():
 def test_api_key_is_redacted_in_the_rendered_view():
     code, report = render("inventory.example/hosts.yml", "-e", "engine_api_key=not-for-display-1234")
     assert code == 0
-    assert "not-for-display-1234" not in json.dumps(ranks(report))
-    assert "<redacted>" in ranks(report)["spark1"]["argv"]
+    assert "not-for-display-1234" not in json.dumps(report)
+    shown = ranks(report)
+    assert shown["spark1"]["env"]["VLLM_API_KEY"] == "<redacted>"
+    assert "--api-key" not in shown["spark1"]["argv"]
+    assert "VLLM_API_KEY" not in shown["spark2"]["env"]  # the head alone serves the API
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,110 @@
+# Copyright: sparkfleet developers
+# Apache License 2.0 (see galaxy.yml)
+"""Who may reach the engine, and with what key: checks of the access settings and the firewall's rules.
+
+Every check raises AccessError with the bad value and the fix, except for the API
+key, whose messages never contain the key itself (they end up in Ansible's output).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+MIN_API_KEY_LENGTH = 16
+# The comment every rule of ours carries: how the role finds (and removes) them again.
+FIREWALL_COMMENT = "sparkfleet"
+
+
+class AccessError(ValueError):
+    """A bad access setting, with the fix."""
+
+
+def checked_api_key(key):
+    """The key, if usable as a bearer token; '' means no key. The message never quotes the key."""
+    if key is None or key == "":
+        return ""
+    if not isinstance(key, str):
+        raise AccessError(f"engine_api_key must be a string, got a {type(key).__name__}. Quote it in the vault file.")
+    if len(key) < MIN_API_KEY_LENGTH:
+        raise AccessError(
+            f"engine_api_key is {len(key)} characters long; use at least {MIN_API_KEY_LENGTH}"
+            " (for instance `openssl rand -hex 24`, then ansible-vault encrypt_string)."
+        )
+    if re.search(r"\s", key) or not key.isprintable():
+        raise AccessError(
+            "engine_api_key contains whitespace or control characters; a bearer token cannot carry them. Generate a new one (openssl rand -hex 24)."
+        )
+    return key
+
+
+def checked_extra_args(extra_args):
+    """Refuse a key in engine_extra_args: argv is readable by every local user and shown in reports."""
+    for item in extra_args or []:
+        if str(item).split("=", 1)[0] == "--api-key":
+            raise AccessError("engine_extra_args carries --api-key: set engine_api_key (vaulted) instead; it reaches the head as VLLM_API_KEY, never in argv.")
+    return extra_args
+
+
+def checked_bind_address(address):
+    """The API's bind address: one IP address (0.0.0.0 = every interface)."""
+    try:
+        return str(ipaddress.ip_address(str(address).strip()))
+    except ValueError:
+        raise AccessError(
+            f"engine_api_host {address!r} is not an IP address. Use 0.0.0.0 (every interface), the head's"
+            " fabric or LAN address, or 127.0.0.1 (clients on the head only)."
+        ) from None
+
+
+def checked_ports(ports):
+    """{setting name: port}: each an integer in 1-65535, all different. Returns {name: int}."""
+    checked = {}
+    for name, value in ports.items():
+        try:
+            port = int(str(value))
+        except ValueError:
+            raise AccessError(f"{name} {value!r} is not a port number: use an integer from 1 to 65535.") from None
+        if not 1 <= port <= 65535:
+            raise AccessError(f"{name} {port} is outside 1-65535: pick a free port in that range.")
+        clash = [other for other, used in checked.items() if used == port]
+        if clash:
+            raise AccessError(f"{name} and {clash[0]} are both {port}: every service of the engine needs its own port.")
+        checked[name] = port
+    return checked
+
+
+def checked_client_networks(networks):
+    """Allowed client networks (addresses or CIDRs) -> normalised CIDR strings."""
+    if isinstance(networks, str) or not isinstance(networks, (list, tuple)):
+        raise AccessError(f"engine_firewall_allowed_clients must be a list of addresses or networks (CIDR), got {networks!r}.")
+    checked = []
+    for network in networks:
+        try:
+            checked.append(str(ipaddress.ip_network(str(network).strip(), strict=False)))
+        except ValueError:
+            raise AccessError(f"engine_firewall_allowed_clients entry {network!r} is not an address or network: write it as 10.0.0.5 or 10.0.0.0/24.") from None
+    return checked
+
+
+def firewall_rules(api_port, cluster_ports, cluster_addresses, clients):
+    """The INPUT rules, in order: the cluster reaches every engine port, clients reach the API, the rest is dropped.
+
+    Only these ports are touched; everything else on the host (SSH, ...) is left as it is.
+    Returns dicts of ansible.builtin.iptables arguments (without state/chain).
+    """
+    sources = [str(ipaddress.ip_network(address, strict=False)) for address in cluster_addresses]
+    rules = []
+    for port in [api_port, *cluster_ports]:
+        for source in sources:
+            rules.append({"source": source, "port": port, "jump": "ACCEPT", "why": "the cluster"})
+        if port == api_port:
+            # Clients of the API on the head itself, then the allowed networks.
+            rules.append({"source": "127.0.0.0/8", "port": port, "jump": "ACCEPT", "why": "local clients"})
+            for client in checked_client_networks(clients):
+                if client not in sources:
+                    rules.append({"source": client, "port": port, "jump": "ACCEPT", "why": "an allowed client"})
+        rules.append({"source": None, "port": port, "jump": "DROP", "why": "everyone else"})
+    for rule in rules:
+        rule["comment"] = f"{FIREWALL_COMMENT}: {rule['port']} from {rule['source'] or 'anywhere'} ({rule.pop('why')})"
+    return rules
