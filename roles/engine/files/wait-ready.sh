@@ -1,9 +1,12 @@
 #!/bin/sh
 # Wait until the head's API answers /health, and give up at once when the
-# head's container stops or restarts instead of waiting out the timeout.
-# Usage: wait-ready.sh CONTAINER URL TIMEOUT_S POLL_S
+# head's container stops or restarts, or a worker's node stops answering,
+# instead of waiting out the timeout.
+# Usage: wait-ready.sh CONTAINER URL TIMEOUT_S POLL_S [NAME=HOST:PORT ...]
+# (one NAME=HOST:PORT per worker: its SSH port, which answers while the node is up)
 set -u
 container=$1 url=$2 timeout=$3 poll=$4
+shift 4
 started=$(date +%s)
 while :; do
   state=$(docker inspect --format '{{.State.Status}} {{.RestartCount}}' "$container" 2>/dev/null || echo "missing 0")
@@ -11,15 +14,33 @@ while :; do
     "running 0") ;;
     *) echo "the head's container is '$state' instead of running"; exit 3 ;;
   esac
-  code=$(python3 -c 'import sys, urllib.request
+  code=$(python3 - "$url" "$@" <<'PY'
+import socket, sys, urllib.request
+gone = []
+for worker in sys.argv[2:]:
+    name, _, address = worker.partition("=")
+    host, _, port = address.rpartition(":")
+    for attempt in range(2):
+        try:
+            socket.create_connection((host, int(port)), timeout=5).close()
+            break
+        except OSError:
+            pass
+    else:
+        gone.append(f"{name} ({address})")
+if gone:
+    print("gone " + ", ".join(gone))
+    sys.exit()
 try:
     print(urllib.request.urlopen(sys.argv[1], timeout=10).status)
 except Exception as error:
-    print(getattr(error, "code", 0))' "$url")
-  if [ "$code" = 200 ]; then
-    echo "healthy after $(( $(date +%s) - started )) s"
-    exit 0
-  fi
+    print(getattr(error, "code", 0))
+PY
+)
+  case "$code" in
+    gone*) echo "worker node(s) stopped answering while the engine booted: ${code#gone }"; exit 5 ;;
+    200) echo "healthy after $(( $(date +%s) - started )) s"; exit 0 ;;
+  esac
   if [ $(( $(date +%s) - started )) -ge "$timeout" ]; then
     echo "not healthy after ${timeout} s (last /health status: $code)"
     exit 4

@@ -1,0 +1,158 @@
+"""Faults and secrets: the watch rule (module_utils/watchdog + the engine_watch module as Ansible runs it)
+and the checks of the access settings and firewall rules (module_utils/access)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import access, watchdog
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+MODULE = REPO / "plugins/modules/engine_watch.py"
+KEY = "k3y-" + "x" * 28
+
+
+# --- the recovery rule -----------------------------------------------------------
+
+
+def test_three_failures_in_a_row_relaunch_once_then_the_count_starts_again():
+    state, decisions = dict(watchdog.EMPTY_STATE, relaunches=[]), []
+    for second in range(4):
+        state, decision = watchdog.judge(state, False, 1000.0 + second, 3, 2)
+        decisions.append(decision)
+    assert decisions == ["failing", "failing", "relaunch", "failing"]
+    assert state == {"failures": 1, "relaunches": [1002.0]}
+
+
+def test_a_healthy_probe_ends_a_streak_as_recovered_and_a_steady_one_changes_nothing():
+    state, decision = watchdog.judge({"failures": 2, "relaunches": []}, True, 50.0, 3, 2)
+    assert (state, decision) == ({"failures": 0, "relaunches": []}, "recovered")
+    assert watchdog.judge(state, True, 60.0, 3, 2) == (state, "healthy")
+
+
+def test_the_hourly_cap_holds_relaunches_back_until_an_hour_has_passed():
+    state = {"failures": 0, "relaunches": [0.0, 100.0]}
+    state, decision = watchdog.judge(state, False, 200.0, 1, 2)
+    assert decision == "capped"
+    assert state["relaunches"] == [0.0, 100.0]
+    # The first relaunch leaves the window after an hour: one more is allowed.
+    state, decision = watchdog.judge(state, False, 3600.5, 1, 2)
+    assert decision == "relaunch"
+    assert state["relaunches"] == [100.0, 3600.5]
+    assert watchdog.judge({"failures": 0, "relaunches": []}, False, 1.0, 1, 0)[1] == "capped"
+
+
+@pytest.mark.parametrize(
+    ("failures", "cap", "message"),
+    [
+        (0, 2, "watch_failures_before_relaunch 0 must be 1 or more"),
+        (3, -1, "watch_max_relaunches_per_hour -1 must be 0"),
+        ("three", 2, "must be whole numbers"),
+    ],
+)
+def test_bad_watch_settings_are_refused(failures, cap, message):
+    with pytest.raises(watchdog.WatchError, match=message):
+        watchdog.checked_policy(failures, cap)
+
+
+def test_state_survives_a_round_trip_and_a_damaged_file_says_what_to_do(tmp_path):
+    path = str(tmp_path / "watch/state.json")
+    assert watchdog.load_state(path) == {"failures": 0, "relaunches": []}
+    watchdog.save_state(path, {"failures": 2, "relaunches": [5.0]})
+    assert watchdog.load_state(path) == {"failures": 2, "relaunches": [5.0]}
+    pathlib.Path(path).write_text("{not json")
+    with pytest.raises(watchdog.WatchError, match=r"is not a watch state file .*remove it"):
+        watchdog.load_state(path)
+
+
+def run_module(tmp_path, **args):
+    args_file = tmp_path / "args.json"
+    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {"state_dir": str(tmp_path / "watch"), **args}}))
+    env = dict(os.environ, PYTHONPATH=str(REPO / "collections"))
+    result = subprocess.run([sys.executable, str(MODULE), str(args_file)], capture_output=True, text=True, env=env, check=False)
+    return json.loads(result.stdout)
+
+
+def events(tmp_path):
+    log = tmp_path / "watch/events.jsonl"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def test_the_module_counts_probes_logs_each_event_and_is_quiet_when_healthy(tmp_path):
+    healthy = run_module(tmp_path, healthy=True)
+    assert (healthy["changed"], healthy["decision"], healthy["event"]) == (False, "healthy", None)
+    assert events(tmp_path) == []
+    first = run_module(tmp_path, healthy=False, reason="spark3: exited (exit code 137)", failures_before_relaunch=2)
+    second = run_module(tmp_path, healthy=False, reason="spark3: exited (exit code 137)", failures_before_relaunch=2)
+    assert (first["decision"], first["failures"], second["decision"]) == ("failing", 1, "relaunch")
+    assert second["relaunches_last_hour"] == 1
+    run_module(tmp_path, outcome="relaunched", detail="lane 500k")
+    capped = run_module(tmp_path, healthy=False, reason="spark1: exited", failures_before_relaunch=1, max_relaunches_per_hour=1)
+    assert capped["decision"] == "capped"
+    assert "cap: 1 relaunches per hour reached" in capped["event"]["reason"]
+    assert [event["decision"] for event in events(tmp_path)] == ["failing", "relaunch", "relaunched", "capped"]
+    assert events(tmp_path)[0]["reason"] == "spark3: exited (exit code 137)"
+
+
+def test_the_module_refuses_bad_settings_and_check_mode_writes_nothing(tmp_path):
+    out = run_module(tmp_path, healthy=False, failures_before_relaunch=0)
+    assert out["failed"]
+    assert "watch_failures_before_relaunch 0 must be 1 or more" in out["msg"]
+    out = run_module(tmp_path, healthy=False, _ansible_check_mode=True)
+    assert out["decision"] == "failing"
+    assert not (tmp_path / "watch").exists()
+
+
+# --- access settings ----------------------------------------------------------------
+
+
+def test_a_short_or_spaced_api_key_is_refused_without_quoting_it():
+    for key in ("short-key", "sixteen chars ok!x"):
+        with pytest.raises(access.AccessError) as error:
+            access.checked_api_key(key)
+        assert key not in str(error.value)
+        assert "openssl rand -hex 24" in str(error.value)
+    assert access.checked_api_key(KEY) == KEY
+    assert access.checked_api_key("") == ""
+    assert access.checked_api_key(None) == ""
+
+
+def test_a_key_in_extra_args_is_refused():
+    with pytest.raises(access.AccessError, match="set engine_api_key"):
+        access.checked_extra_args(["--enable-prefix-caching", "--api-key=abc"])
+    assert access.checked_extra_args(["--enable-prefix-caching"]) == ["--enable-prefix-caching"]
+
+
+def test_bind_address_ports_and_clients_are_checked_naming_the_value():
+    assert access.checked_bind_address(" 192.168.100.11") == "192.168.100.11"
+    with pytest.raises(access.AccessError, match="engine_api_host 'spark1' is not an IP address"):
+        access.checked_bind_address("spark1")
+    assert access.checked_ports({"engine_port": "8000", "engine_master_port": 29500}) == {"engine_port": 8000, "engine_master_port": 29500}
+    with pytest.raises(access.AccessError, match="engine_master_port and engine_port are both 8000"):
+        access.checked_ports({"engine_port": 8000, "engine_master_port": 8000})
+    with pytest.raises(access.AccessError, match="engine_port 70000 is outside 1-65535"):
+        access.checked_ports({"engine_port": 70000})
+    assert access.checked_client_networks(["10.0.0.7", "10.0.1.9/24"]) == ["10.0.0.7/32", "10.0.1.0/24"]
+    with pytest.raises(access.AccessError, match=r"entry '10\.0\.0\.300' is not an address or network"):
+        access.checked_client_networks(["10.0.0.300"])
+    with pytest.raises(access.AccessError, match="must be a list"):
+        access.checked_client_networks("10.0.0.0/24")
+
+
+def test_firewall_rules_admit_the_cluster_everywhere_and_clients_to_the_api_only():
+    rules = access.firewall_rules(8000, [29500, 29410], ["192.168.100.11", "192.168.100.12"], ["10.0.0.0/24"])
+    table = [(rule["port"], rule["source"], rule["jump"]) for rule in rules]
+    assert table == [
+        (8000, "192.168.100.11/32", "ACCEPT"), (8000, "192.168.100.12/32", "ACCEPT"),
+        (8000, "127.0.0.0/8", "ACCEPT"), (8000, "10.0.0.0/24", "ACCEPT"), (8000, None, "DROP"),
+        (29500, "192.168.100.11/32", "ACCEPT"), (29500, "192.168.100.12/32", "ACCEPT"), (29500, None, "DROP"),
+        (29410, "192.168.100.11/32", "ACCEPT"), (29410, "192.168.100.12/32", "ACCEPT"), (29410, None, "DROP"),
+    ]  # fmt: skip
+    assert all(rule["comment"].startswith("sparkfleet: ") for rule in rules)
+    assert len({rule["comment"] for rule in rules}) == len(rules)  # each rule is found again by its comment
