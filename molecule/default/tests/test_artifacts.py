@@ -4,8 +4,8 @@ After converge: the cpu image was built on the head from images/engine-cpu and e
 the head's image ID; the tiny model was generated on the head and every node holds the same files
 and the head's manifest. Then faults on one worker: a weights file corrupted (found by its sha256,
 re-sent, the engine not restarted), a worker without room (refused with the sizes before a byte
-moves), another image under the engine's tag (refused naming it, then corrected), and an image
-pull reference without a digest when one is required (refused in preflight).
+moves), another image under the engine's tag (refused naming it, then corrected). Bad image
+settings stopping preflight are cases of test_faults.py's bad-input matrix.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ import json
 import pathlib
 import subprocess
 import sys
-
-import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "collections"))
@@ -119,21 +117,8 @@ def test_another_image_under_the_tag_on_a_worker_is_refused_then_corrected():
     assert changed["spark2"] == 0
 
 
-@pytest.mark.parametrize(
-    ("extra", "message"),
-    [
-        (
-            ["-e", "profile=gb10", "-e", "engine_image=vllm/vllm-openai:latest", "-e", "engine_image_require_digest=true"],
-            "engine image vllm/vllm-openai:latest has no digest",
-        ),
-        (["-e", "engine_image_source=fetch"], "value of engine_image_source must be one of: pull, load, build, got: fetch"),
-        (["-e", "profile=gb10", "-e", "engine_image_source=load"], "engine_image_tarball is empty"),
-    ],
-    ids=["pull-without-digest", "unknown-source", "load-without-tarball"],
-)
-def test_bad_image_settings_stop_preflight(extra, message):
-    out = _run_playbook_failing("playbooks/preflight.yml", "-e", "lane=500k", *extra)
-    assert message in out
+# Bad image settings (no digest where one is required, unknown source, load without a tarball)
+# stopping preflight: the bad-input matrix of test_faults.py.
 
 
 def _run_playbook_failing(playbook, *extra):

@@ -191,19 +191,7 @@ def test_bench_playbook_fails_naming_a_missed_threshold():
     assert "is above the threshold 0.0001 (ttft_s_max)" in out
 
 
-def test_gmu_099_fails_in_preflight_before_any_change():
-    before = _start_times()
-    env = _env()
-    result = subprocess.run(
-        ["ansible-playbook", "-i", str(INVENTORY), str(REPO / "site.yml"), "-e", "engine_gpu_memory_utilization=0.99"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
-    assert result.returncode != 0
-    assert "Check that gmu fits every node now" in result.stdout
-    folded = " ".join(result.stdout.split())
-    assert re.search(r"gmu 0\.99 asks for .* Lower engine_gpu_memory_utilization to 0\.\d+", folded), folded[-3000:]
-    assert "sparkfleet.vllm.host" not in result.stdout  # the play stopped in preflight
-    assert _start_times() == before
+# gmu 0.99 failing in preflight before any change: the bad-input matrix of test_faults.py.
 
 
 def test_the_same_cluster_from_its_cluster_env_changes_nothing():
@@ -289,4 +277,4 @@ def test_two_spark_layout_deploys_tp2_from_inventory_alone():
     )
     assert response.status_code == 200
     assert response.json()["usage"]["completion_tokens"] >= 1
-    _run_playbook("playbooks/stop.yml", inventory=two_nodes, hosts=("spark1", "spark2"))
+    # Left running: test_faults breaks and heals this two-rank engine (it boots in half the time of four).

@@ -1,0 +1,303 @@
+"""Faults and secrets on the simulated cluster.
+
+Runs after test_default, whose last test leaves the two-Spark layout's engine
+(spark1 + spark2, TP=2) running: a two-rank engine boots in half the time of
+four on this machine, so the kill-and-heal cases use it. In order:
+- a matrix of bad inputs against the four-node inventory, each failing in
+  preflight with nothing changed on any node (the running engine included);
+- a killed headless rank: status names it; the whole site.yml, re-run at -vvv
+  with a vaulted API key and Hugging Face token, heals it, and neither string
+  appears in the output, the reports, the head's argv or `ps`;
+- a killed head: status names it; the watch playbook counts one failed probe,
+  relaunches on the second, then finds the engine healthy (changed=0);
+- the watch's hourly cap: a failure past it restarts nothing and is logged;
+- a node container stopped while the four-node engine boots: the play fails
+  naming it and no rank is left on the other three;
+- the optional host firewall: a client outside the list gets no answer, a node
+  does, an allowed client does, and the rules come off again.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import re
+import secrets
+import subprocess
+import time
+
+import httpx
+import pytest
+from test_default import CONTAINER, HEAD_API, INVENTORY, RANKS, REPO, _env
+from test_host_stack import _snapshot
+
+API_KEY = "sk-sparkfleet-" + secrets.token_hex(16)
+HF_TOKEN = "hf_" + secrets.token_hex(17)
+WATCH_LOG = "/opt/sparkfleet/watch/events.jsonl"
+TWO = REPO / "molecule/resources/inventory-two-node"
+PAIR = ("spark1", "spark2")
+
+
+@pytest.fixture(scope="module")
+def vault(tmp_path_factory):
+    """The secrets as a user keeps them: an ansible-vault encrypted vars file and its password file."""
+    directory = tmp_path_factory.mktemp("vault")
+    password, secrets_file = directory / "password", directory / "secrets.yml"
+    password.write_text(secrets.token_hex(16) + "\n")
+    secrets_file.write_text(f"engine_api_key: {API_KEY}\nmodel_weights_hf_token: {HF_TOKEN}\n")
+    subprocess.run(["ansible-vault", "encrypt", "--vault-password-file", str(password), str(secrets_file)], check=True, capture_output=True)
+    assert API_KEY not in secrets_file.read_text()
+    return ["-e", f"@{secrets_file}", "--vault-password-file", str(password)]
+
+
+def _play(playbook, *extra, inventory=INVENTORY, timeout=1500):
+    """Run a playbook; (return code, raw stdout + stderr, folded stdout, changed per host)."""
+    result = subprocess.run(
+        ["ansible-playbook", "-i", str(inventory), str(REPO / playbook), *extra],
+        cwd=REPO, env=_env(), capture_output=True, text=True, timeout=timeout, check=False,
+    )  # fmt: skip
+    recap = dict(re.findall(r"^(spark\d)\s+:\s+ok=\d+\s+changed=(\d+)", result.stdout, re.M))
+    return result.returncode, result.stdout + result.stderr, " ".join(result.stdout.split()), {host: int(n) for host, n in recap.items()}
+
+
+def _node(name, command, check=True):
+    return subprocess.run(["docker", "exec", name, "sh", "-c", command], capture_output=True, text=True, check=check).stdout.strip()
+
+
+def _ranks_left(names):
+    return {name: _node(name, f"docker ps -q --filter name=^{CONTAINER}$; pgrep -af '[v]llm serve' || true") for name in names}
+
+
+def _completion(key=API_KEY):
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    body = {"model": "glm-5.3-flash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    return httpx.post(f"{HEAD_API}/v1/chat/completions", json=body, headers=headers, timeout=300)
+
+
+def _start_times(names=PAIR):
+    return {name: _node(name, f"docker inspect -f '{{{{.State.StartedAt}}}}' {CONTAINER}") for name in names}
+
+
+def _watch_events():
+    return [json.loads(line) for line in _node("spark1", f"cat {WATCH_LOG} 2>/dev/null || true").splitlines()]
+
+
+# --- bad input ------------------------------------------------------------------------
+
+# Each fails in preflight, before any node changes (shared with the other issues' checks).
+BAD_INPUT = {
+    "unknown lane": (["-e", "lane=300k"], "Unknown lane '300k'. Valid lanes:"),
+    "unknown profile": (["-e", "profile=h100"], "Unknown profile 'h100'. Valid profiles:"),
+    "gmu not a number": (["-e", "engine_gpu_memory_utilization=high"], "engine_gpu_memory_utilization='high' is not a number"),
+    "gmu that does not fit the nodes": (
+        ["-e", "engine_gpu_memory_utilization=0.99"],
+        re.compile(r"gmu 0\.99 asks for .* Lower engine_gpu_memory_utilization to 0\.\d+"),
+    ),
+    "tensor parallel size for another cluster": (["-e", "engine_tensor_parallel_size=8"], "engine_tensor_parallel_size=8 x pipeline 1 needs 8 GPUs"),
+    "unknown image source": (["-e", "engine_image_source=fetch"], "value of engine_image_source must be one of: pull, load, build, got: fetch"),
+    "an image pulled without a digest, digests required": (
+        ["-e", "profile=gb10", "-e", "engine_image=vllm/vllm-openai:latest", "-e", "engine_image_require_digest=true"],
+        "engine image vllm/vllm-openai:latest has no digest",
+    ),
+    "an image to load without a tarball": (["-e", "profile=gb10", "-e", "engine_image_source=load"], "engine_image_tarball is empty"),
+    "weights at a branch with pinning required": (
+        ["-e", "model_weights_source=hf", "-e", "model_weights_revision=main", "-e", "model_weights_require_pinned_revision=true"],
+        "with model_weights_require_pinned_revision the revision must be a 40-digit commit hash",
+    ),
+    "a short API key": (["-e", "engine_api_key=letmein"], "engine_api_key is 7 characters long; use at least 16"),
+    "the API key in extra args": (['-e', '{"engine_extra_args": ["--api-key", "x"]}'], "engine_extra_args carries --api-key: set engine_api_key"),
+    "a host name as bind address": (["-e", "engine_api_host=spark1"], "engine_api_host 'spark1' is not an IP address"),
+    "master port equal to the API port": (["-e", "engine_master_port=8000"], "engine_master_port and engine_port are both 8000"),
+    "a port out of range": (["-e", "engine_port=80000"], "engine_port 80000 is outside 1-65535"),
+    "a bad allowed client": (['-e', '{"engine_firewall_allowed_clients": ["10.0.0.0/33"]}'], "entry '10.0.0.0/33' is not an address or network"),
+    "a bad environment variable name": (['-e', '{"engine_extra_env": {"NCCL-DEBUG": "INFO"}}'], "Environment variable name 'NCCL-DEBUG' is not valid"),
+    "a head outside the engine group": (["-e", "engine_head=spark9"], "engine_head 'spark9' is not a host of engine group 'sparks'"),
+}  # fmt: skip
+
+
+def _node_state():
+    """The host stack's snapshot plus every rank's container and start time."""
+    state = _snapshot()
+    for name in RANKS:
+        state[name] += _node(name, "docker ps -aq --no-trunc | xargs -r docker inspect -f '{{.Name}} {{.Id}} {{.State.StartedAt}}'")
+    return state
+
+
+@pytest.fixture(scope="module")
+def bad_input_runs():
+    """Every case of the matrix, three at a time (each only reads), between two snapshots of the nodes."""
+    before = _node_state()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+        runs = dict(zip(BAD_INPUT, pool.map(lambda case: _play("site.yml", *BAD_INPUT[case][0], timeout=900), BAD_INPUT), strict=True))
+    return before, runs, _node_state()
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUT))
+def test_bad_input_fails_in_preflight_and_changes_nothing(bad_input_runs, case):
+    before, runs, after = bad_input_runs
+    rc, raw, folded, changed = runs[case]
+    assert rc != 0
+    message = BAD_INPUT[case][1]
+    assert message.search(folded) if isinstance(message, re.Pattern) else message in folded, folded[-3000:]
+    assert "TASK [sparkfleet.vllm.host" not in raw  # stopped before the first role that changes anything
+    assert set(changed.values()) <= {0}, changed
+    assert after == before
+
+
+# --- a rank dies -------------------------------------------------------------------------
+
+
+def test_a_killed_headless_rank_is_reported_and_site_at_vvv_with_vaulted_secrets_heals_it_showing_neither(vault):
+    _node("spark2", f"docker kill {CONTAINER}")
+    rc, _, folded, changed = _play("playbooks/status.yml", *vault, inventory=TWO)
+    assert rc == 0
+    assert "engine sparks: UNHEALTHY" in folded
+    assert "ranks down: spark2: exited (exit code 137)" in folded
+    assert set(changed.values()) == {0}
+
+    started = time.time()
+    rc, raw, folded, _ = _play("site.yml", "-vvv", *vault, inventory=TWO)
+    assert rc == 0, folded[-4000:]
+    assert "engine sparks: 2 ranks, lane 262k (262144 x 6), launched" in folded
+    written = [path for path in (REPO / "reports").rglob("*") if path.is_file() and path.stat().st_mtime >= started]
+    assert written, "site.yml wrote no report"
+    for secret in (API_KEY, HF_TOKEN):
+        assert secret not in raw
+        assert not [str(path) for path in written if secret in path.read_text(errors="replace")]
+    # argv is readable by every user of the node: the key reaches the head as VLLM_API_KEY only.
+    head = json.loads(_node("spark1", f"docker inspect {CONTAINER}"))[0]
+    assert API_KEY not in json.dumps(head["Args"])
+    assert f"VLLM_API_KEY={API_KEY}" in head["Config"]["Env"]
+    assert API_KEY not in _node("spark1", "ps -eo args")
+    assert _completion().status_code == 200
+    assert _completion(key=None).status_code == 401
+    rc, _, folded, _ = _play("playbooks/status.yml", *vault, inventory=TWO)
+    assert "engine sparks: HEALTHY" in folded
+    assert "ranks down: none" in folded
+
+
+def test_a_killed_head_is_reported_and_the_watch_relaunches_after_two_failed_probes(vault):
+    watch = ("playbooks/watch.yml", *vault, "-e", "watch_failures_before_relaunch=2")
+    _node("spark1", f"docker kill {CONTAINER}")
+    rc, _, folded, _ = _play("playbooks/status.yml", *vault, inventory=TWO)
+    assert "ranks down: spark1: exited (exit code 137)" in folded
+    before = _start_times()
+    rc, _, folded, _ = _play(*watch, inventory=TWO)
+    assert rc == 0, folded[-3000:]
+    assert "watch: failing (1 failed probe(s) in a row" in folded
+    assert _start_times() == before  # one failed probe restarts nothing
+    rc, _, folded, _ = _play(*watch, inventory=TWO)
+    assert rc == 0, folded[-4000:]
+    assert "watch: relaunch (0 failed probe(s) in a row" in folded
+    assert "lane 262k (262144 x 6), launched" in folded  # the lane the ranks ran
+    after = _start_times()
+    assert all(after[name] != before[name] for name in PAIR)
+    assert _completion().status_code == 200
+    rc, _, folded, changed = _play(*watch, inventory=TWO)
+    assert "watch: healthy (0 failed probe(s) in a row" in folded
+    assert set(changed.values()) == {0}
+    events = _watch_events()
+    assert [event["decision"] for event in events[-3:]] == ["failing", "relaunch", "relaunched"]
+    assert "spark1: exited (exit code 137)" in events[-3]["reason"]
+
+
+def test_the_watch_stops_relaunching_at_its_hourly_cap(vault):
+    _node("spark2", f"docker kill {CONTAINER}")
+    before = _start_times()
+    capped = ("-e", "watch_failures_before_relaunch=1", "-e", "watch_max_relaunches_per_hour=1")
+    rc, _, folded, _ = _play("playbooks/watch.yml", *vault, *capped, inventory=TWO)
+    assert rc == 0, folded[-3000:]
+    assert "watch: capped" in folded
+    assert _start_times() == before
+    assert _watch_events()[-1]["decision"] == "capped"
+    assert "cap: 1 relaunches per hour reached; nothing restarted" in _watch_events()[-1]["reason"]
+
+
+# --- a node goes away during the engine phase ----------------------------------------
+
+
+def _wait_for_node(name):
+    for _ in range(60):
+        if subprocess.run(["docker", "exec", name, "docker", "info"], capture_output=True, check=False).returncode == 0:
+            return
+        time.sleep(2)
+
+
+def _head_container_id():
+    return _node("spark1", f"docker ps -aq --no-trunc --filter name=^{CONTAINER}$")
+
+
+def test_a_node_lost_while_the_engine_boots_fails_naming_it_and_leaves_no_rank(vault, tmp_path):
+    """The four-node engine replaces the broken pair; spark3's node container stops during the boot.
+
+    The moment is read from the head itself: the launch starts the head last, as a new container.
+    """
+    old_head, output = _head_container_id(), tmp_path / "lane.log"
+    with output.open("w") as log:
+        play = subprocess.Popen(
+            ["ansible-playbook", "-i", str(INVENTORY), str(REPO / "playbooks/lane.yml"), *vault],
+            cwd=REPO, env=_env(), stdout=log, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        try:
+            while play.poll() is None and _head_container_id() in ("", old_head):
+                time.sleep(2)
+            assert play.poll() is None, "the play ended before the head was started"
+            subprocess.run(["docker", "stop", "-t", "2", "spark3"], check=True, capture_output=True)
+            play.wait(timeout=900)
+        finally:
+            if play.poll() is None:
+                play.kill()
+            subprocess.run(["docker", "start", "spark3"], check=True, capture_output=True)
+            _wait_for_node("spark3")
+    folded = " ".join(output.read_text().split())
+    assert play.returncode != 0
+    assert "worker node(s) stopped answering while the engine booted: spark3 (192.168.100.13:22)" in folded, folded[-4000:]
+    assert "Unreachable: spark3" in folded
+    assert _ranks_left(["spark1", "spark2", "spark4"]) == {"spark1": "", "spark2": "", "spark4": ""}
+    assert API_KEY not in folded
+
+
+# --- the optional host firewall ---------------------------------------------------------
+
+
+def _knock(port, node=None):
+    """'reached' (the host answered, open or refused), or 'dropped' (no answer): from the controller or a node."""
+    probe = (
+        "import socket, sys\n"
+        "try:\n"
+        f"    socket.create_connection(('192.168.100.11', {port}), timeout=3).close(); print('reached')\n"
+        "except ConnectionRefusedError:\n"
+        "    print('reached')\n"
+        "except OSError:\n"
+        "    print('dropped')\n"
+    )  # fmt: skip
+    command = ["python3", "-c", probe] if node is None else ["docker", "exec", node, "python3", "-c", probe]
+    return subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def _our_rules(node="spark1"):
+    return [line for line in _node(node, "iptables -S INPUT").splitlines() if '"sparkfleet:' in line]
+
+
+def test_the_firewall_admits_the_cluster_and_allowed_clients_only_and_comes_off_again():
+    """The controller (192.168.100.1 on the simulated network) is a client; spark2 is a node of the engine."""
+    rc, _, folded, _ = _play("playbooks/firewall.yml", "-e", "engine_firewall_enabled=true")
+    assert rc == 0, folded[-3000:]
+    assert len(_our_rules()) == 16  # API: 4 nodes + loopback + DROP; master and fan-out ports: 4 nodes + DROP
+    assert (_knock(8000), _knock(29500), _knock(8000, node="spark2")) == ("dropped", "dropped", "reached")
+    rc, _, _, changed = _play("playbooks/firewall.yml", "-e", "engine_firewall_enabled=true")
+    assert set(changed.values()) == {0}
+
+    clients = '{"engine_firewall_enabled": true, "engine_firewall_allowed_clients": ["192.168.100.1"]}'
+    rc, _, folded, _ = _play("playbooks/firewall.yml", "-e", clients)
+    assert rc == 0, folded[-3000:]
+    assert (_knock(8000), _knock(29500)) == ("reached", "dropped")
+    api_rules = [rule for rule in _our_rules() if "--dport 8000" in rule]
+    # Rebuilt in order: the new client's rule comes before the DROP.
+    assert "192.168.100.1/32" in api_rules[-2]
+    assert "-j DROP" in api_rules[-1]
+
+    rc, _, folded, _ = _play("playbooks/firewall.yml", "-e", "engine_firewall_remove=true")
+    assert rc == 0, folded[-3000:]
+    assert all(_our_rules(node) == [] for node in RANKS)
+    assert _knock(29500) == "reached"
