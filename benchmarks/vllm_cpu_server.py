@@ -47,7 +47,8 @@ def tiny_model_server(api_key: str | None = None, boot_timeout_s: float = 600, w
         model_dir = pathlib.Path(work) / "tiny-glm"
         subprocess.run([sys.executable, str(ROOT / "images/engine-cpu/make_tiny_model.py"), str(model_dir)], check=True, capture_output=True)
         port = free_port()
-        env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+        # TORCH_COMPILE_DISABLE as in the cpu engine image: no g++ compile at the first request.
+        env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TORCH_COMPILE_DISABLE="1")
         argv = [
             vllm_command(), "serve", str(model_dir),
             "--served-model-name", MODEL,
