@@ -39,7 +39,8 @@ PY
 )
   case "$code" in
     gone*) echo "worker node(s) stopped answering while the engine booted: ${code#gone }"; exit 5 ;;
-    200) echo "healthy after $(( $(date +%s) - started )) s"; exit 0 ;;
+    # The epoch time goes into the readiness timeline (engine_timeline).
+    200) echo "healthy after $(( $(date +%s) - started )) s (at $(date +%s.%N))"; exit 0 ;;
   esac
   if [ $(( $(date +%s) - started )) -ge "$timeout" ]; then
     echo "not healthy after ${timeout} s (last /health status: $code)"

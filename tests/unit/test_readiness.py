@@ -1,0 +1,194 @@
+"""The readiness timeline (module_utils/readiness): recorded cpu-profile logs, vLLM's GPU log lines,
+the module as Ansible runs it against a real HTTP server that streams, and the filter status.yml uses."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from ansible_collections.sparkfleet.vllm.plugins.filter.readiness import readiness_table
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import readiness
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+DATA = REPO / "tests/data/readiness"
+MODULE = REPO / "plugins/modules/engine_timeline.py"
+
+
+def _recorded_ranks() -> list[dict]:
+    started = json.loads((DATA / "cpu-4rank-started.json").read_text())
+    return [
+        {"node": node, "rank": index, "started_at": started[node], "log": (DATA / f"cpu-4rank-{node}.log").read_text()}
+        for index, node in enumerate(sorted(started))
+    ]
+
+
+def test_docker_timestamps_are_read_to_the_microsecond_and_the_zero_time_is_refused():
+    assert readiness.parse_docker_time("2026-11-30T18:47:19.123456789Z") == pytest.approx(1796064439.123456, abs=1e-5)
+    assert readiness.parse_docker_time("2026-11-30T19:47:19+01:00") == readiness.parse_docker_time("2026-11-30T18:47:19Z")
+    with pytest.raises(readiness.TimelineError, match="never started"):
+        readiness.parse_docker_time("0001-01-01T00:00:00Z")
+    with pytest.raises(readiness.TimelineError, match="not a Docker timestamp"):
+        readiness.parse_docker_time("11-30 18:47:19")
+
+
+def test_a_recorded_cpu_launch_has_every_phase_in_order_on_the_head():
+    timeline = readiness.build_timeline(_recorded_ranks(), engine="sparks", lane="500k", health_at=None, first_token_at=None)
+    head = timeline["ranks"][0]
+    assert head["rank"] == 0
+    order = ["container_started", "process_up", "weights_loaded", "kv_cache_allocated", "graphs_compiled", "api_up"]
+    times = [head[key] for key in order]
+    assert None not in times, head
+    assert times == sorted(times), head
+    # The workers are headless: no API line, but their own weights and KV cache.
+    for worker in timeline["ranks"][1:]:
+        assert worker["api_up"] is None
+        assert worker["weights_loaded"] is not None
+        assert worker["kv_cache_allocated"] is not None
+    assert min(row["container_started"] for row in timeline["ranks"]) == 0.0
+
+
+def test_health_and_first_token_are_placed_after_the_first_container_start_and_the_longest_step_is_named():
+    ranks = _recorded_ranks()
+    zero = min(readiness.parse_docker_time(rank["started_at"]) for rank in ranks)
+    timeline = readiness.build_timeline(ranks, engine="sparks", lane="500k", health_at=zero + 70.0, first_token_at=zero + 70.4)
+    assert timeline["health"] == 70.0
+    assert timeline["first_token"] == 70.4
+    slowest = timeline["slowest"]
+    assert slowest["seconds"] > 0
+    assert slowest["to"] != "first streamed token"
+    table = readiness.format_timeline(timeline)
+    assert table[0].startswith("readiness of engine sparks, lane 500k")
+    assert "first streamed token at 70.4 s" in table[-2]
+    assert table[-1].startswith("longest step: ")
+    assert len(table) == 2 + len(ranks) + 2
+
+
+def _gpu_log(start: str = "2026-11-30T10:00:") -> str:
+    # vLLM 0.32.0's format strings for the GPU path (no Spark log recorded yet: tests/data/readiness/README.md).
+    return "\n".join(
+        [
+            f"{start}05.000000000Z (APIServer pid=1) INFO 11-30 10:00:05 [api_utils.py:286] non-default args: {{}}",
+            f"{start}40.000000000Z (Worker_TP0 pid=9) INFO 11-30 10:00:40 [default_loader.py:502] Loading weights took 301.20 seconds",
+            "2026-11-30T10:05:41.500000000Z (Worker_TP0 pid=9) INFO 11-30 10:05:41 [gpu_model_runner.py:5150] "
+            "Model loading took 38.4 GiB memory and 305.900000 seconds",
+            "2026-11-30T10:06:10.000000000Z (Worker_TP0 pid=9) INFO 11-30 10:06:10 [monitor.py:20] torch.compile took 22.10 s in total",
+            "2026-11-30T10:06:30.000000000Z (Worker_TP0 pid=9) INFO 11-30 10:06:30 [gpu_worker.py:760] Available KV cache memory: 51.2 GiB",
+            "2026-11-30T10:06:31.000000000Z (EngineCore pid=5) INFO 11-30 10:06:31 [kv_cache_utils.py:2328] "
+            "GPU KV cache size: 2,516,480 tokens, Maximum concurrency for 500,000 tokens per request: 5.03x",
+            "2026-11-30T10:12:31.000000000Z (Worker_TP0 pid=9) INFO 11-30 10:12:31 [gpu_model_runner.py:6582] "
+            "Graph capturing finished in 360 secs, took 1.20 GiB",
+            "2026-11-30T10:12:33.000000000Z (EngineCore pid=5) INFO 11-30 10:12:33 [core.py:402] "
+            "init engine (profile, create kv cache, warmup model) took 412.10 s",
+            "2026-11-30T10:12:35.000000000Z (APIServer pid=1) INFO 11-30 10:12:35 [entry.py:140] Starting vLLM server on http://0.0.0.0:8000",
+        ]
+    )
+
+
+def test_gpu_phases_take_the_last_line_of_each_kind_so_graph_capture_ends_the_compile_phase():
+    phases = readiness.rank_phases(_gpu_log())
+    at = readiness.parse_docker_time
+    assert phases["process_up"] == at("2026-11-30T10:00:05Z")
+    assert phases["weights_loaded"] == at("2026-11-30T10:05:41.5Z")
+    assert phases["kv_cache_allocated"] == at("2026-11-30T10:06:31Z")
+    assert phases["graphs_compiled"] == at("2026-11-30T10:12:33Z")
+    assert phases["api_up"] == at("2026-11-30T10:12:35Z")
+    timeline = readiness.build_timeline(
+        [{"node": "spark1", "rank": 0, "started_at": "2026-11-30T10:00:00Z", "log": _gpu_log()}],
+        engine="sparks",
+        lane="500k",
+        health_at=at("2026-11-30T10:12:36Z"),
+        first_token_at=at("2026-11-30T10:12:38Z"),
+    )
+    # Where a GB10's 12-15 minutes go: weights 5.6 min, then graph capture, the longest step here (6 min).
+    assert timeline["slowest"] == {"from": "KV cache allocated", "to": "graphs captured / compile done", "seconds": 362.0}
+
+
+def test_a_rank_without_a_start_time_is_named():
+    with pytest.raises(readiness.TimelineError, match="spark3: the container has never started"):
+        readiness.build_timeline(
+            [{"node": "spark3", "rank": 2, "started_at": "0001-01-01T00:00:00Z", "log": ""}],
+            engine="sparks",
+            lane="1m",
+            health_at=None,
+            first_token_at=None,
+        )
+
+
+def test_the_status_filter_prints_the_table_and_names_a_file_that_is_not_a_timeline():
+    timeline = readiness.build_timeline(_recorded_ranks(), engine="sparks", lane="500k", health_at=None, first_token_at=None)
+    assert readiness_table(json.loads(json.dumps(timeline))) == readiness.format_timeline(timeline)
+    with pytest.raises(Exception, match="not a readiness timeline"):
+        readiness_table({"engine": "sparks"})
+
+
+class _StreamingHandler(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        assert body["stream"] is True
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        chunks = [{"choices": [{"delta": {"role": "assistant", "content": ""}}]}]
+        chunks.append({"choices": [{"delta": {"content": "PING"}}]})
+        self.wfile.write(f"data: {json.dumps(chunks[0])}\n\n".encode())
+        self.wfile.flush()
+        time.sleep(0.3)  # the role-only chunk must not count as the first token
+        self.server.token_sent_at = time.time()
+        self.wfile.write(f"data: {json.dumps(chunks[1])}\n\ndata: [DONE]\n\n".encode())
+
+    def log_message(self, *args):
+        return
+
+
+def test_the_module_measures_the_first_streamed_token_and_writes_the_timeline(tmp_path):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _StreamingHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    path = tmp_path / "state" / "readiness.json"
+    args = {
+        "ranks": _recorded_ranks(),
+        "engine": "sparks",
+        "lane": "500k",
+        "health_at": time.time(),
+        "url": f"http://127.0.0.1:{server.server_address[1]}",
+        "model": "glm-5.3-flash",
+        "path": str(path),
+        "timeout_s": 30,
+    }
+    try:
+        sent = time.time()
+        result = _run_module(args, tmp_path)
+    finally:
+        server.shutdown()
+    assert result.get("failed") is not True, result
+    written = json.loads(path.read_text())
+    assert written == result["timeline"]
+    zero = min(readiness.parse_docker_time(rank["started_at"]) for rank in args["ranks"])
+    assert written["first_token"] >= round(server.token_sent_at - zero, 1) - 0.1
+    assert written["first_token"] >= round(sent + 0.3 - zero, 1) - 0.1
+    assert result["table"] == readiness.format_timeline(written)
+
+
+def test_the_module_records_why_there_is_no_first_token_and_still_writes_the_timeline(tmp_path):
+    path = tmp_path / "readiness.json"
+    args = {"ranks": _recorded_ranks(), "engine": "sparks", "lane": "500k", "url": "http://127.0.0.1:9", "model": "m", "path": str(path), "timeout_s": 5}
+    result = _run_module(args, tmp_path)
+    assert result.get("failed") is not True, result
+    assert result["timeline"]["first_token"] is None
+    assert result["timeline"]["first_token_error"].startswith("no first token: ")
+    assert json.loads(path.read_text())["first_token_error"] == result["timeline"]["first_token_error"]
+
+
+def _run_module(args: dict, tmp_path: pathlib.Path) -> dict:
+    args_file = tmp_path / "args.json"
+    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    env = dict(os.environ, PYTHONPATH=str(REPO / "collections"))
+    done = subprocess.run([sys.executable, str(MODULE), str(args_file)], capture_output=True, text=True, env=env, timeout=60, check=False)
+    return json.loads(done.stdout)
