@@ -1,0 +1,85 @@
+"""The table of stage times and the closing pass/fail line of a CI run.
+
+Usage: python3 .ci/stage_times.py STAMPED_LOG CI_STARTED_EPOCH MAKE_STARTED_EPOCH
+Stages are found in `make test`'s own output: make's echo of each target's
+first command (ruff, pytest of tests/unit and tests/integration, molecule)
+and molecule's "Executing" line of each step. A stage lasts until the next
+one starts. The last line is the sum of every pytest summary line (unit,
+integration, molecule's verify): "ci: N passed, N failed, N skipped".
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+MARKERS = (
+    ("lint", re.compile(r"^ruff check ")),
+    ("unit", re.compile(r"^pytest -q tests/unit")),
+    ("integration", re.compile(r"^pytest -q tests/integration")),
+    ("molecule (setup)", re.compile(r"^molecule test")),
+)
+MOLECULE_STEP = re.compile(r"\b(dependency|cleanup|destroy|syntax|create|prepare|converge|idempotence|side_effect|verify)\b.*\bExecuting\b")
+PYTEST_SUMMARY = re.compile(r"^[\s│]*(=+ )?\d+ (passed|failed|errors?|skipped)\b.* in [0-9.]+s")
+
+
+def read(path: str) -> list[tuple[float, str]]:
+    lines = []
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for raw in handle:
+            stamp, _, text = raw.partition("\t")
+            try:
+                lines.append((float(stamp), ANSI.sub("", text.rstrip("\n"))))
+            except ValueError:
+                continue
+    return lines
+
+
+def stages(lines: list[tuple[float, str]], ci_started: float, make_started: float) -> list[tuple[str, float]]:
+    starts = [("ci setup (Docker engine, swap)", ci_started), ("make: venv, wheels, host check", make_started)]
+    for stamp, text in lines:
+        for name, pattern in MARKERS:
+            if pattern.search(text):
+                starts.append((name, stamp))
+        step = MOLECULE_STEP.search(text)
+        if step and "molecule" in (starts[-1][0] if starts else ""):
+            name = "molecule " + step.group(1)
+            # A step is named once per run of it; a second destroy (the last step) is its own row.
+            starts.append((name, stamp))
+    end = lines[-1][0] if lines else make_started
+    rows = []
+    for index, (name, start) in enumerate(starts):
+        finish = starts[index + 1][1] if index + 1 < len(starts) else end
+        rows.append((name, max(0.0, finish - start)))
+    return rows
+
+
+def totals(lines: list[tuple[float, str]]) -> dict[str, int]:
+    counts = {"passed": 0, "failed": 0, "skipped": 0, "error": 0}
+    for _, text in lines:
+        if not PYTEST_SUMMARY.search(text):
+            continue
+        for count, word in re.findall(r"(\d+) (passed|failed|skipped|errors?)\b", text):
+            counts["error" if word.startswith("error") else word] += int(count)
+    return counts
+
+
+def main() -> int:
+    lines = read(sys.argv[1])
+    ci_started, make_started = float(sys.argv[2]), float(sys.argv[3])
+    rows = stages(lines, ci_started, make_started)
+    width = max(len(name) for name, _ in rows)
+    print("ci: stage times")
+    print("  " + "stage".ljust(width) + "   seconds")
+    for name, seconds in rows:
+        print("  " + name.ljust(width) + f"   {seconds:7.0f}")
+    total = (lines[-1][0] if lines else make_started) - ci_started
+    print("  " + "total".ljust(width) + f"   {total:7.0f}  ({total / 60:.1f} min)")
+    counts = totals(lines)
+    print(f"ci: {counts['passed']} passed, {counts['failed'] + counts['error']} failed, {counts['skipped']} skipped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
