@@ -214,6 +214,18 @@ def test_lane_switch_restarts_every_rank_with_new_flags():
     assert changed["spark1"] > 0
     assert all(changed[name] == 0 for name in RANKS if name != "spark1"), changed
     assert "lane 200k (200000 x 15)" in output
+    # The readiness timeline of the relaunch: printed, and written under reports/ with every phase of the head.
+    assert "readiness of engine sparks, lane 200k" in output
+    first_token = re.search(r"first streamed token at ([0-9.]+) s", output)
+    assert first_token, output[-3000:]
+    (written,) = [path for path in (REPO / "reports").glob("readiness-sparks-*.json") if json.loads(path.read_text())["lane"] == "200k"]
+    timeline = json.loads(written.read_text())
+    head = timeline["ranks"][0]
+    phases = ["container_started", "process_up", "weights_loaded", "kv_cache_allocated", "graphs_compiled", "api_up"]
+    assert [head[phase] is not None for phase in phases] == [True] * len(phases), head
+    assert [head[phase] for phase in phases] == sorted(head[phase] for phase in phases)
+    assert head["api_up"] <= timeline["health"] <= timeline["first_token"] == float(first_token.group(1))
+    assert [row["node"] for row in timeline["ranks"]] == list(RANKS)
 
 
 def test_stop_leaves_no_rank_and_status_reports_it():
@@ -229,6 +241,8 @@ def test_stop_leaves_no_rank_and_status_reports_it():
     output, changed = _run_playbook("playbooks/status.yml")
     assert "UNHEALTHY" in output
     assert "ranks up 0/4" in output
+    # The last launch's timeline stays on the head after a stop.
+    assert "last launch: readiness of engine sparks, lane 200k" in output
     assert all(value == 0 for value in changed.values())
 
 

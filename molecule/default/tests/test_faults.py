@@ -13,16 +13,14 @@ four on this machine, so the kill-and-heal cases use it. In order:
 - the watch's hourly cap: a failure past it restarts nothing and is logged;
 - a node container stopped while the four-node engine boots: the play fails
   naming it and no rank is left on the other three;
-- the optional host firewall (only with SPARKFLEET_TEST_FIREWALL=1: CI time): a
-  client outside the list gets no answer, a node does, an allowed client does,
-  and the rules come off again.
+- the optional host firewall: a client outside the list gets no answer, a node
+  does, an allowed client does, and the rules come off again.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import json
-import os
 import re
 import secrets
 import subprocess
@@ -281,10 +279,6 @@ def _our_rules(node="spark1"):
     return [line for line in _node(node, "iptables -S INPUT").splitlines() if '"sparkfleet:' in line]
 
 
-@pytest.mark.skipif(
-    not os.environ.get("SPARKFLEET_TEST_FIREWALL"),
-    reason="the firewall is optional and off by default; set SPARKFLEET_TEST_FIREWALL=1 to run it (kept out of CI for time)",
-)
 def test_the_firewall_admits_the_cluster_and_allowed_clients_only_and_comes_off_again():
     """The controller (192.168.100.1 on the simulated network) is a client; spark2 is a node of the engine."""
     rc, _, folded, _ = _play("playbooks/firewall.yml", "-e", "engine_firewall_enabled=true")
