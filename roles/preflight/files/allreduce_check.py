@@ -30,13 +30,27 @@ def main(argv):
     parser.add_argument("--timeout-s", type=int, default=120)
     args = parser.parse_args(argv)
 
-    dist.init_process_group(
-        args.backend,
-        init_method=f"tcp://{args.master_addr}:{args.master_port}",
-        rank=args.rank,
-        world_size=args.world_size,
-        timeout=datetime.timedelta(seconds=args.timeout_s),
-    )
+    try:
+        dist.init_process_group(
+            args.backend,
+            init_method=f"tcp://{args.master_addr}:{args.master_port}",
+            rank=args.rank,
+            world_size=args.world_size,
+            timeout=datetime.timedelta(seconds=args.timeout_s),
+        )
+    except (RuntimeError, OSError) as error:  # torch's DistStoreError / DistNetworkError derive from RuntimeError
+        # torch says "wait timeout after 20000ms, keys: /default_pg/0//cuda//0" or a socket error:
+        # say which rank could not join whom, and what to check.
+        reason = str(error).strip().splitlines()[0][:300] if str(error).strip() else type(error).__name__
+        message = (
+            f"rank {args.rank} of {args.world_size} could not join the all-reduce at "
+            f"{args.master_addr}:{args.master_port} within {args.timeout_s} s ({type(error).__name__}: {reason}). "
+            "Every rank must be given the same master address and port, the head must be reachable on that port "
+            "over the fabric, and every rank must start within the timeout."
+        )
+        print(json.dumps({"error": message, "rank": args.rank}))
+        print(message, file=sys.stderr)
+        return 3
     device = torch.device("cuda", 0) if args.backend == "nccl" else torch.device("cpu")
     elements = int(args.size_mb * 1024 * 1024 // 4)
     data = torch.ones(elements, dtype=torch.float32, device=device)

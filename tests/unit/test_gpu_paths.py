@@ -1,0 +1,91 @@
+"""What the collection's GPU code paths did on a real NVIDIA H200 pair (benchmarks/gpu_paths.py, run
+through `device` on 2026-11-30, driver 580.159.04): the recordings under tests/data/gpu/h200-x2-580.159.04
+are read back here with the collection's own parsers and modules, so CI (no GPU) keeps them true."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import gpu_memory, nvidia_driver, nvidia_smi
+
+from .test_gmu_check_module import run_module
+
+RUN = pathlib.Path(__file__).resolve().parents[1] / "data/gpu/h200-x2-580.159.04"
+MIB = 1024**2
+
+
+@pytest.fixture(scope="module")
+def paths():
+    return json.loads((RUN / "gpu-paths.json").read_text())["paths"]
+
+
+def test_the_real_nvidia_smi_table_gives_the_driver_and_both_gpus(paths):
+    table = (RUN / "nvidia-smi.txt").read_text()
+    driver = nvidia_driver.loaded_driver(0, table, "")
+    assert (driver["state"], driver["version"], driver["cuda_version"]) == ("loaded", "580.159.04", "13.0")
+    assert [gpu["name"] for gpu in driver["gpus"]] == ["NVIDIA H200", "NVIDIA H200"]
+    assert {gpu["memory_total"] for gpu in driver["gpus"]} == {143771 * MIB}
+    # The module said the same on the machine itself.
+    assert paths["gpu_driver_info"]["data"]["version"] == "580.159.04"
+
+
+def test_gmu_085_fits_the_idle_h200s_and_is_refused_while_another_process_holds_57_gib(tmp_path, paths):
+    idle = run_module(tmp_path, smi_output=str(RUN / "query-gmu.csv"), gmu=0.85, require_gpu=True)
+    assert (idle["memory"], idle["verdict"]) == ("discrete", "fits")
+    held = run_module(tmp_path, smi_output=str(RUN / "query-gmu-held.csv"), gmu=0.85, require_gpu=True)
+    assert held["failed"] is True
+    assert held["verdict"] == "does_not_fit"
+    assert held["recommended_gmu"] == 0.59
+    assert "the fullest GPU has 83.4 GiB free of 140.4 GiB" in held["msg"]
+    # What the module answered on the H200s, with the GPU really held, agrees with the replay.
+    assert (paths["gmu_check held"]["data"]["verdict"], paths["gmu_check held"]["data"]["recommended_gmu"]) == ("does_not_fit", 0.59)
+
+
+def test_the_held_gpu_is_the_only_one_short_of_memory():
+    gpus = nvidia_smi.parse_query_csv((RUN / "query-gmu-held.csv").read_text(), fields=["index", "name", "memory.total", "memory.used", "memory.free"])
+    assert [gpu["memory.free"] // MIB for gpu in gpus] == [85388, 143153]
+    assert gpu_memory.plan_discrete(0.59, gpus)["verdict"] == "fits"
+
+
+def test_the_clock_burn_reads_the_clock_under_load_and_its_tflops_are_the_products_own(paths):
+    report = json.loads(paths["clock_burn"]["data"]["stdout"].splitlines()[-1])
+    assert report["sm_clock_mhz"] >= 1500  # preflight's min_mhz: not wedged
+    assert report["sm_clock_min_mhz"] == 1980
+    # The H200 does ~790 TFLOPS bf16 at 8192^3; before the fix the figure divided by the planned
+    # seconds, nvidia-smi calls included, and read ~260.
+    assert 0.8 * 790 <= report["tflops"] <= 1.1 * 790
+    idle_clocks = [line.split(", ") for line in (RUN / "query-clocks.csv").read_text().splitlines()]
+    assert [row[1] for row in idle_clocks] == ["345", "345"]  # idle: the reason the burn reads under load
+
+
+def test_the_nccl_probe_reports_the_nccl_torch_loads(paths):
+    found = paths["nccl probe"]["data"]
+    assert found["torch_nccl"] == "2.28.9"
+    assert found["packages"] == {"nvidia-nccl-cu13": "2.28.9"}
+
+
+def test_the_all_reduce_across_both_gpus_is_correct_and_its_bus_bandwidth_follows_nccl_tests(paths):
+    ranks = paths["allreduce world 2"]["data"]
+    assert [rank["rc"] for rank in ranks] == [0, 0]
+    report = ranks[0]["report"]
+    assert report["correct"] is True
+    assert (report["ranks"], report["backend"], report["nccl"]) == (2, "nccl", "2.28.9")
+    assert report["algbw_gbs"] == pytest.approx(report["bytes"] / report["seconds_per_allreduce"] / 1e9, rel=1e-3)
+    assert report["busbw_gbs"] == pytest.approx(report["algbw_gbs"] * 2 * (2 - 1) / 2, rel=1e-6)
+    single = paths["allreduce world 1"]["data"][0]["report"]
+    assert single["correct"] is True
+    assert single["busbw_gbs"] == 0.0  # one rank moves nothing over a link
+
+
+def test_a_rank_given_the_wrong_master_port_ends_every_rank_with_a_message_naming_it(paths):
+    ranks = paths["allreduce wrong master port"]["data"]
+    assert [rank["rc"] for rank in ranks] == [3, 3]
+    errors = [json.loads(rank["stdout"].splitlines()[-1])["error"] for rank in ranks]
+    assert errors[0].startswith("rank 0 of 2 could not join the all-reduce at 127.0.0.1:50737 within 20 s (DistStoreError")
+    assert errors[1].startswith("rank 1 of 2 could not join the all-reduce at 127.0.0.1:50738 within 20 s (DistNetworkError")
+    assert all("same master address and port" in error for error in errors)
+    # No raw traceback is what a user meets: the message is also on stderr, alone.
+    assert all("Traceback" not in rank["stderr"] for rank in ranks)
