@@ -17,6 +17,9 @@ description:
     (SSH_USER, NCCL_IB_HCA, NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, WEIGHTS, CACHE, IMAGE, NAME, PORT,
     MASTER_PORT, HF_REPO, HF_BASE_IMAGE and the GLM53_* overrides). Missing optional keys take the
     recipe's defaults. Unknown keys are kept as variables and listed in a warning.
+  - As in the recipe's scripts, a C(GLM53_*) variable in the environment of the run wins over the file's
+    (C(GLM53_LANE), C(GLM53_GMU), C(GLM53_MTP_K), ...); C(GLM53_MAXLEN) and C(GLM53_SEQS) replace the chosen
+    lane's max_model_len and max_num_seqs (as C(lane_overrides)).
   - Point C(-i) at a YAML file whose C(plugin) is C(sparkfleet.vllm.cluster_env) and whose C(path) names the
     cluster.env, or directly at a file named C(cluster.env) or C(*.cluster.env).
 options:
@@ -82,7 +85,7 @@ class InventoryModule(BaseFileInventoryPlugin):
         except OSError as error:
             raise AnsibleParserError(f"cannot read cluster.env {env_path}: {error.strerror}") from error
         try:
-            found = cluster_env.cluster(cluster_env.parse(text), host_prefix=prefix)
+            found = cluster_env.cluster(cluster_env.parse(text), host_prefix=prefix, environ=os.environ)
         except cluster_env.ClusterEnvError as error:
             raise AnsibleParserError(f"{env_path}: {error}") from error
 
@@ -96,5 +99,10 @@ class InventoryModule(BaseFileInventoryPlugin):
             # collection's group_vars/all, and cluster.env must win over them.
             for key, value in found["vars"].items():
                 self.inventory.set_variable(name, key, wrap_var(value))
+        if found["from_environment"]:
+            # On stderr (a warning): stdout is ansible-inventory's JSON.
+            self.display.warning(
+                f"{env_path}: from the environment, over the file: " + ", ".join(f"{key}={value}" for key, value in sorted(found["from_environment"].items()))
+            )
         if found["unknown"]:
             self.display.warning(f"{env_path}: keys the collection does not use, kept as variables of every host: {', '.join(found['unknown'])}")

@@ -62,6 +62,10 @@ KNOWN_KEYS = {
     "GLM53_PORT": ("engine_port", _INT),
     "GLM53_TP": ("engine_tensor_parallel_size", _INT),
 }
+# The recipe's lane knobs that are not a lane's name: they override the chosen lane's numbers.
+LANE_OVERRIDE_KEYS = {"GLM53_MAXLEN": "max_model_len", "GLM53_SEQS": "max_num_seqs"}
+# As in the recipe's scripts, a GLM53_* variable in the environment wins over the file.
+ENVIRONMENT_PREFIX = "GLM53_"
 ADDRESS_KEYS = ("HEAD_IP", "WORKER_IPS")
 
 
@@ -162,11 +166,16 @@ def _convert(key, value, kind):
     return value
 
 
-def cluster(entries, host_prefix="spark"):
+def cluster(entries, host_prefix="spark", environ=None):
     """Turn parsed entries into hosts (head first), group variables and unknown keys.
 
-    Returns {"hosts": [(name, address)], "vars": {...}, "unknown": [KEY, ...]}.
+    environ: the environment of the run; its GLM53_* variables win over the
+    file's, as in the recipe's scripts (`: "${GLM53_LANE:=...}"`).
+    Returns {"hosts": [(name, address)], "vars": {...}, "unknown": [KEY, ...],
+    "from_environment": {KEY: value}}.
     """
+    from_environment = {key: value for key, value in (environ or {}).items() if key.startswith(ENVIRONMENT_PREFIX)}
+    entries = {**entries, **from_environment}
     for key in ADDRESS_KEYS:
         if not entries.get(key, "").strip():
             raise ClusterEnvError(
@@ -199,7 +208,13 @@ def cluster(entries, host_prefix="spark"):
         )
     hosts = [(f"{host_prefix}{index + 1}", address) for index, address in enumerate(addresses)]
     variables["engine_head"] = hosts[0][0]
-    unknown = [key for key in entries if key not in KNOWN_KEYS and key not in ADDRESS_KEYS]
+    overrides = {}
+    for key, name in LANE_OVERRIDE_KEYS.items():
+        if entries.get(key, "").strip():
+            overrides[name] = _convert(key, entries[key], _INT)
+    if overrides:
+        variables["lane_overrides"] = overrides
+    unknown = [key for key in entries if key not in KNOWN_KEYS and key not in ADDRESS_KEYS and key not in LANE_OVERRIDE_KEYS]
     for key in unknown:
         variables[key] = entries[key]
-    return {"hosts": hosts, "vars": variables, "unknown": unknown}
+    return {"hosts": hosts, "vars": variables, "unknown": unknown, "from_environment": from_environment}

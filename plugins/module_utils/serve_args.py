@@ -37,10 +37,13 @@ def _positive_int(value):
     return None
 
 
-def checked_lane(lanes, lane, native_max_model_len=None):
+def checked_lane(lanes, lane, native_max_model_len=None, overrides=None):
     """Return the lane's settings {name, max_model_len, max_num_seqs} or raise.
 
-    Every message lists the valid lanes, since the usual fix is picking one.
+    overrides: {max_model_len, max_num_seqs} that replace the lane's own (the
+    recipe's GLM53_MAXLEN / GLM53_SEQS; `lane_overrides` in the inventory or -e);
+    the result names them in `overridden`. Every message lists the valid lanes,
+    since the usual fix is picking one.
     """
     if not isinstance(lanes, dict) or not lanes:
         raise ServeArgsError("`lanes` must be a mapping of lane names to {max_model_len, max_num_seqs}; it is empty or not a mapping.")
@@ -53,6 +56,14 @@ def checked_lane(lanes, lane, native_max_model_len=None):
     spec = lanes[name]
     if not isinstance(spec, dict):
         raise ServeArgsError(f"Lane '{name}' must be a mapping with max_model_len and max_num_seqs, got {spec!r}. Valid lanes: {valid}.")
+    overrides = {key: value for key, value in (overrides or {}).items() if value is not None}
+    unknown_overrides = sorted(set(overrides) - {"max_model_len", "max_num_seqs"})
+    if unknown_overrides:
+        raise ServeArgsError(f"lane_overrides has unknown keys {unknown_overrides}: it may set max_model_len and max_num_seqs.")
+    for key, value in overrides.items():
+        if _positive_int(value) is None:
+            raise ServeArgsError(f"lane_overrides.{key}={value!r} must be a positive integer (GLM53_{'MAXLEN' if key == 'max_model_len' else 'SEQS'}).")
+    spec = {**spec, **overrides}
     checked = {"name": name}
     for key in ("max_model_len", "max_num_seqs"):
         if key not in spec or spec[key] is None:
@@ -73,8 +84,11 @@ def checked_lane(lanes, lane, native_max_model_len=None):
         if checked["max_model_len"] > native:
             raise ServeArgsError(
                 f"Lane '{name}' has max_model_len={checked['max_model_len']}, above the model's native maximum of {native} tokens: "
-                f"lower lanes.{name}.max_model_len to at most {native}. Valid lanes: {valid}."
+                f"lower {'lane_overrides' if 'max_model_len' in overrides else 'lanes.' + name}.max_model_len to at most {native}. "
+                f"Valid lanes: {valid}."
             )
+    if overrides:
+        checked["overridden"] = sorted(overrides)
     return checked
 
 

@@ -139,10 +139,12 @@ def plain(value):
     return value
 
 
-def ansible_inventory(*args):
+def ansible_inventory(*args, environment=None):
     binary = shutil.which("ansible-inventory")
     assert binary, "ansible-inventory is not on PATH (make venv)"
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
+    # The run's GLM53_* variables win over cluster.env: only the test's own reach the plugin.
+    env = {key: value for key, value in os.environ.items() if not key.startswith("GLM53_")}
+    env.update(ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), **(environment or {}))
     result = subprocess.run([binary, *args], cwd=REPO, env=env, capture_output=True, text=True, check=False)
     return result
 
@@ -174,6 +176,31 @@ def test_list_matches_the_yaml_example(env_inventory):
         env_vars, yaml_vars = env_list["_meta"]["hostvars"][host], yaml_list["_meta"]["hostvars"][host]
         for key in ("ansible_host", "ansible_user", "fabric_interfaces", "fabric_hcas", "profile"):
             assert plain(env_vars[key]) == plain(yaml_vars[key]), key
+
+
+def test_glm53_variables_in_the_environment_win_over_the_file_as_in_the_recipes_scripts(tmp_path):
+    source = tmp_path / "cluster.env"
+    source.write_text(BASE + "GLM53_LANE=200k\nGLM53_GMU=0.85\n")
+    environment = {"GLM53_LANE": "1m", "GLM53_GMU": "0.8", "GLM53_MTP_K": "3", "GLM53_MAXLEN": "900000", "GLM53_SEQS": "2"}
+    result = ansible_inventory("-i", str(source), "--host", "spark2", environment=environment)
+    assert result.returncode == 0, result.stderr
+    host = {key: plain(value) for key, value in json.loads(result.stdout).items()}
+    assert (host["lane"], host["engine_gpu_memory_utilization"], host["engine_mtp_num_speculative_tokens"]) == ("1m", 0.8, 3)
+    assert host["lane_overrides"] == {"max_model_len": 900000, "max_num_seqs": 2}
+    assert "GLM53_MAXLEN" not in host  # used, so not an unknown key
+    assert "from the environment, over the file: GLM53_GMU=0.8, GLM53_LANE=1m" in result.stdout + result.stderr
+    # Without them, the file's values stand.
+    result = ansible_inventory("-i", str(source), "--host", "spark2")
+    host = {key: plain(value) for key, value in json.loads(result.stdout).items()}
+    assert (host["lane"], host["engine_gpu_memory_utilization"], "lane_overrides" in host) == ("200k", 0.85, False)
+
+
+def test_maxlen_and_seqs_in_the_file_become_the_lanes_numbers_and_a_bad_one_is_named():
+    found = read(BASE + "GLM53_MAXLEN=300000\nGLM53_SEQS=9\n")
+    assert found["vars"]["lane_overrides"] == {"max_model_len": 300000, "max_num_seqs": 9}
+    assert found["unknown"] == []
+    with pytest.raises(ce.ClusterEnvError, match="GLM53_SEQS"):
+        read(BASE + "GLM53_SEQS=many\n")
 
 
 def test_yaml_source_file_names_the_cluster_env(tmp_path):

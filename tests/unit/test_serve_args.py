@@ -186,3 +186,15 @@ def test_gb10_profile_env_is_the_recipe():
     assert env["VLLM_ENGINE_READY_TIMEOUT_S"] == "3600"
     assert env["TORCH_CUDA_ARCH_LIST"] == "12.1a"
     assert env["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+
+
+def test_lane_overrides_replace_the_lanes_numbers_and_are_named():
+    lane = sa.checked_lane(LANES, "500k", 1048576, overrides={"max_model_len": 900000, "max_num_seqs": None})
+    assert lane == {"name": "500k", "max_model_len": 900000, "max_num_seqs": 5, "overridden": ["max_model_len"]}
+    assert "overridden" not in sa.checked_lane(LANES, "500k", 1048576, overrides={})
+    with pytest.raises(sa.ServeArgsError, match=r"lower lane_overrides\.max_model_len to at most 1048576"):
+        sa.checked_lane(LANES, "500k", 1048576, overrides={"max_model_len": 2000000})
+    with pytest.raises(sa.ServeArgsError, match=r"lane_overrides.max_num_seqs='x' must be a positive integer \(GLM53_SEQS\)"):
+        sa.checked_lane(LANES, "500k", overrides={"max_num_seqs": "x"})
+    with pytest.raises(sa.ServeArgsError, match="unknown keys"):
+        sa.checked_lane(LANES, "500k", overrides={"block_size": 16})
