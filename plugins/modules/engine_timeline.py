@@ -44,18 +44,6 @@ options:
     description: Measure the first streamed token (off for a launch that failed).
     type: bool
     default: true
-  url:
-    description: The engine's API base, without C(/v1).
-    type: str
-    required: true
-  model:
-    description: The served model name.
-    type: str
-    required: true
-  api_key:
-    description: Sent as a bearer token when set.
-    type: str
-    default: ""
   timeout_s:
     description: How long the first token may take (the first request may compile kernels).
     type: float
@@ -68,6 +56,8 @@ notes:
   - Check mode builds nothing and writes nothing.
   - The node's clock and Docker's stamps are the same clock (the head's), so the phases and the first token are
     comparable; the workers' stamps depend on the nodes' clocks agreeing (preflight checks time sync).
+extends_documentation_fragment:
+  - sparkfleet.vllm.engine_api
 author: sparkfleet developers
 """
 
@@ -157,7 +147,7 @@ def main() -> None:
             "first_token": {"type": "bool", "default": True},
             "url": {"type": "str", "required": True},
             "model": {"type": "str", "required": True},
-            "api_key": {"type": "str", "default": "", "no_log": True},
+            "api_key": {"type": "str", "no_log": True},
             "timeout_s": {"type": "float", "default": 600},
             "path": {"type": "path", "required": True},
         },
@@ -168,7 +158,7 @@ def main() -> None:
         module.exit_json(changed=False, timeline={}, table=[])
     first_token_at, first_token_error = None, ""
     if params["first_token"]:
-        first_token_at, first_token_error = first_token_time(params["url"], params["model"], params["api_key"], params["timeout_s"])
+        first_token_at, first_token_error = first_token_time(params["url"], params["model"], params["api_key"] or "", params["timeout_s"])
     try:
         timeline = build_timeline(
             params["ranks"],

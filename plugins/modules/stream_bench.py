@@ -24,17 +24,6 @@ description:
     (and Pillow for the image scenario, prometheus_client for metrics). It changes nothing, so changed
     is always false; check mode skips the benchmark.
 options:
-  url:
-    description: Base URL of the server, without C(/v1).
-    type: str
-    required: true
-  model:
-    description: The served model name.
-    type: str
-    required: true
-  api_key:
-    description: Bearer token, when the server was started with C(--api-key).
-    type: str
   scenarios:
     description: Names of the scenarios to run, in order.
     type: list
@@ -92,6 +81,8 @@ options:
   jsonl_path:
     description: Write every request's figures here as JSON lines (on the host that runs the module).
     type: path
+extends_documentation_fragment:
+  - sparkfleet.vllm.engine_api
 author:
   - sparkfleet developers
 """
