@@ -39,28 +39,21 @@ ALLREDUCE = REPO / "roles/preflight/files/allreduce_check.py"
 NCCL_PROBE = REPO / "roles/nccl/files/image_nccl_version.py"
 # preflight's defaults (roles/preflight/defaults/main.yml): preflight_clock_check.min_mhz
 CLOCK_MIN_MHZ = 1500
-# The gb10 profile's NCCL settings (group_vars/all/nccl.yml). Dropped here, because this machine has
-# no RDMA NICs: NCCL_NET=IB and NCCL_IB_* (no HCA), NCCL_SOCKET_IFNAME (the Spark's interface names),
-# NCCL_IB_GID_INDEX (resolved from the HCA by the entrypoint). Kept: the rest, as the ranks get them.
-GB10_NCCL_KEPT = {
-    "NCCL_MIN_NCHANNELS": "4",
-    "NCCL_MAX_NCHANNELS": "4",
-    "NCCL_CROSS_NIC": "1",
-    "NCCL_CUMEM_ENABLE": "0",
-    "NCCL_IGNORE_CPU_AFFINITY": "1",
-    "NCCL_DEBUG": "WARN",
-    "NCCL_NET_PLUGIN": "none",
-}
-GB10_NCCL_DROPPED = [
-    "NCCL_NET",
-    "NCCL_IB_DISABLE",
-    "NCCL_IB_TC",
-    "NCCL_IB_MERGE_NICS",
-    "NCCL_IB_SUBNET_AWARE_ROUTING",
-    "NCCL_IB_HCA",
-    "NCCL_SOCKET_IFNAME",
-    "NCCL_IB_GID_INDEX",
-]
+# The gb10 profile's NCCL settings, as the ranks get them (group_vars/all/nccl.yml), minus what needs RDMA
+# hardware this machine lacks: NCCL_NET=IB and NCCL_IB_* (no HCA), and the derived NCCL_IB_HCA,
+# NCCL_SOCKET_IFNAME (the Spark's interface names) and NCCL_IB_GID_INDEX (resolved from the HCA).
+NCCL_FILE = REPO / "group_vars/all/nccl.yml"
+NEEDS_RDMA = ("NCCL_IB_",)
+
+
+def gb10_nccl_settings() -> tuple[dict, list[str]]:
+    """(the settings kept, the names dropped) from the cluster's nccl_settings."""
+    import yaml  # PyYAML: there wherever Ansible is
+
+    settings = yaml.safe_load(NCCL_FILE.read_text())["nccl_settings"]
+    kept = {name: str(value) for name, value in settings.items() if name != "NCCL_NET" and not name.startswith(NEEDS_RDMA)}
+    dropped = [*sorted(set(settings) - set(kept)), "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "NCCL_IB_GID_INDEX"]
+    return kept, dropped
 
 
 def env_with_collection(extra: dict | None = None) -> dict:
@@ -246,17 +239,18 @@ def main() -> int:
     )
 
     if gpus >= 2:
-        many, seconds = allreduce(gpus, free_port(), GB10_NCCL_KEPT, 256, 120)
+        kept, dropped = gb10_nccl_settings()
+        many, seconds = allreduce(gpus, free_port(), kept, 256, 120)
         head = many[0]["report"]
         say(
             f"allreduce world {gpus}",
-            f"allreduce_check.py, nccl, {gpus} ranks (one GPU each), gb10 NCCL settings minus {', '.join(GB10_NCCL_DROPPED)}",
+            f"allreduce_check.py, nccl, {gpus} ranks (one GPU each), gb10 NCCL settings minus {', '.join(dropped)}",
             f"sum correct {head.get('correct')}, busbw {head.get('busbw_gbs')} GB/s, rcs {[r['rc'] for r in many]}, {seconds:.1f} s",
             "the multi-rank check, its sum and busbw, with the profile's settings path",
             many,
         )
         port = free_port()
-        wrong, seconds = allreduce(2, port, GB10_NCCL_KEPT, 16, 20, rank_ports={1: port + 1})
+        wrong, seconds = allreduce(2, port, kept, 16, 20, rank_ports={1: port + 1})
         messages = [last_json(r["stdout"]).get("error") or r["stderr"].strip().splitlines()[-1:] for r in wrong]
         say(
             "allreduce wrong master port",

@@ -4,6 +4,7 @@ are read back here with the collection's own parsers and modules, so CI (no GPU)
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import pathlib
 
@@ -89,3 +90,14 @@ def test_a_rank_given_the_wrong_master_port_ends_every_rank_with_a_message_namin
     assert all("same master address and port" in error for error in errors)
     # No raw traceback is what a user meets: the message is also on stderr, alone.
     assert all("Traceback" not in rank["stderr"] for rank in ranks)
+
+
+def test_the_run_used_the_clusters_nccl_settings_less_exactly_those_that_need_rdma(paths):
+    spec = importlib.util.spec_from_file_location("gpu_paths", RUN.parents[3] / "benchmarks/gpu_paths.py")
+    gpu_paths = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_paths)
+    kept, dropped = gpu_paths.gb10_nccl_settings()
+    ran = paths["allreduce world 2"]["ran"]
+    assert set(ran.split(" minus ", 1)[1].split(", ")) == set(dropped)
+    assert all(not name.startswith("NCCL_IB_") for name in kept)
+    assert kept["NCCL_MAX_NCHANNELS"] == "4"  # what caps the two H200s at ~82 GB/s over NVLink
