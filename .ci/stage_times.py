@@ -20,7 +20,9 @@ MARKERS = (
     ("integration", re.compile(r"^pytest -q tests/integration")),
     ("molecule (setup)", re.compile(r"^molecule test")),
 )
-MOLECULE_STEP = re.compile(r"\b(dependency|cleanup|destroy|syntax|create|prepare|converge|idempotence|side_effect|verify)\b.*\bExecuting\b")
+# "INFO     default ➜ converge: Executing" (molecule 25); the verifier's own "verify: Executing Testinfra
+# tests ..." line that follows is not a new step.
+MOLECULE_STEP = re.compile(r"\b(dependency|cleanup|destroy|syntax|create|prepare|converge|idempotence|side_effect|verify): Executing\s*$")
 PYTEST_SUMMARY = re.compile(r"^[\s│]*(=+ )?\d+ (passed|failed|errors?|skipped)\b.* in [0-9.]+s")
 
 
