@@ -35,12 +35,18 @@ def test_small_and_reasoning_waves(vllm_server):
         assert wave["ok"] == f"{wave['concurrency']}/{wave['concurrency']}", wave["errors"]
         assert wave["ttft_s"] > 0
         assert wave["e2e_s"] >= wave["ttft_s"]
-        assert wave["decode_tps"] > 0
+        # A decode rate needs two token chunks. On two shared cores the API server can lag the engine and
+        # send a whole answer in one chunk (seen in CI): then there is no rate, None and never 0.
+        if wave["decode_tps"] is None:
+            assert wave["tokens_per_chunk"] == wave["completion_tokens"], wave
+        else:
+            assert wave["decode_tps"] > 0
         assert wave["prompt_tokens"] > 0
         assert wave["completion_tokens"] > 0
         # /metrics was read: KV usage is a number, and no spec decoding on this engine.
         assert wave["kv_cache_usage_after"] is not None
         assert wave["spec_decode_mean_accepted_length"] is None
+    assert any(wave["decode_tps"] for wave in waves.values()), waves
     assert out["skipped"] == [{"scenario": "image", "reason": "glm-5.3-flash is not served as a multimodal model (multimodal: false)"}]
     assert waves[("small", 1)]["reasoning_tokens"] == 0
 
