@@ -117,7 +117,7 @@ def build_timeline(
     timeline = {
         "engine": engine,
         "lane": lane,
-        "launched_at": datetime.datetime.fromtimestamp(zero, datetime.UTC).isoformat(timespec="seconds"),
+        "launched_at": datetime.datetime.fromtimestamp(zero, datetime.timezone.utc).isoformat(timespec="seconds"),  # noqa: UP017 (runs on the nodes: 3.10 has no datetime.UTC)
         "ranks": rows,
         "health": round(health_at - zero, 1) if health_at is not None else None,
         "first_token": round(first_token_at - zero, 1) if first_token_at is not None else None,
@@ -129,11 +129,9 @@ def build_timeline(
 
 
 def slowest_phase(timeline: dict) -> dict | None:
-    """The longest step of the critical path: the head's phases in order, then health and first token.
-
-    Each step is measured from the step before it, across every rank (a phase
-    ends when its last rank reaches it), so the answer says where the wall
-    time went, not which rank was slow.
+    """The longest step of the launch: each phase ends when its last rank reaches it, the phases
+    are taken in time order, then /health and the first token, and each step is measured from the
+    one before, so the answer says where the wall time went, not which rank was slow.
     """
     steps = [("container_started", "containers started")] + [(key, label) for key, label, _ in RANK_PHASES]
     points = []
