@@ -65,8 +65,7 @@ def test_thinking_on_reports_first_token_and_first_content_apart(vllm_server):
                 # and the first content in one chunk (then first content is the first token).
                 # Content chunks must also arrive in more than one network read, or there is no
                 # content window to divide by (seen in CI: three chunks in one read).
-                if (rec.reasoning_chunks > 2 and rec.content_chunks > 2
-                        and rec.t_first_token < rec.t_first_content < rec.t_last_content):
+                if rec.reasoning_chunks > 2 and rec.content_chunks > 2 and rec.t_first_token < rec.t_first_content < rec.t_last_content:
                     return rec
         finally:
             await client.close()
