@@ -82,12 +82,20 @@ def _gib(value):
     return f"{value / GIB:.1f} GiB"
 
 
-def plan_unified(gmu, meminfo, is_head=False, head_reserve=5 * GIB, os_reserve=8.5 * GIB, limit=None, check_free=True):
-    """Judge gmu on a unified-memory node (GB10, or a CPU engine): numbers, verdict, recommendation."""
+def plan_unified(gmu, meminfo, is_head=False, head_reserve=5 * GIB, os_reserve=8.5 * GIB, limit=None, check_free=True, engine_held=0, others=()):
+    """Judge gmu on a unified-memory node (GB10, or a CPU engine): numbers, verdict, recommendation.
+
+    engine_held: bytes this engine's own rank holds on the node now. A relaunch stops that rank
+    before it starts the new one, so they count as available; memory anything else holds does not.
+    others: [(pid, name, rss_bytes)] of the largest other processes, named when gmu does not fit.
+    """
     gmu = check_gmu(gmu)
     total = meminfo["MemTotal"] if limit is None else min(meminfo["MemTotal"], limit)
-    available = meminfo.get("MemAvailable", meminfo.get("MemFree", 0))
-    free = meminfo.get("MemFree", available)
+    available_now = meminfo.get("MemAvailable", meminfo.get("MemFree", 0))
+    held = max(0, min(int(engine_held or 0), total - available_now))
+    available = available_now + held
+    free = meminfo.get("MemFree", available_now) + held
+    others_bytes = max(0, total - available)
     cache = page_cache(meminfo)
     head_extra = head_reserve if is_head else 0
     required = gmu * total
@@ -106,11 +114,15 @@ def plan_unified(gmu, meminfo, is_head=False, head_reserve=5 * GIB, os_reserve=8
         "max_gmu": round(_floor(ceiling), 3),
         "recommended_gmu": round(_floor(now if check_free else ceiling), 3),
         "swap_total_bytes": int(meminfo.get("SwapTotal", 0)),
+        "engine_held_bytes": int(held),
+        "others_bytes": int(others_bytes),
         "advice": [],
     }
     if "SwapTotal" in meminfo and not meminfo["SwapTotal"]:
         result["advice"].append("swap is off: the recipe keeps swap on with vm.swappiness=0, so a memory spike pages out instead of killing the engine.")
     role = "head" if is_head else "worker"
+    of_node = f"the node's {_gib(total)} memory cgroup limit" if meminfo.get("limited") else _gib(total)
+    held_text = f", {_gib(held)} of it held by this engine's own rank (a relaunch frees it first)" if held else ""
     reserve_text = f"the OS keeps {_gib(os_reserve)}" + (f" and the head's API process {_gib(head_extra)}" if is_head else "")
     if gmu > ceiling:
         result["verdict"] = "does_not_fit"
@@ -121,18 +133,21 @@ def plan_unified(gmu, meminfo, is_head=False, head_reserve=5 * GIB, os_reserve=8
         )
     elif not check_free or required + head_extra <= free:
         result["verdict"] = "fits"
-        result["message"] = f"gmu {gmu} ({_gib(required)} of {_gib(total)}) fits this {role}: {_gib(free)} free, {_gib(available)} available."
+        result["message"] = f"gmu {gmu} ({_gib(required)} of {of_node}) fits this {role}: {_gib(free)} free, {_gib(available)} available{held_text}."
     elif required + head_extra <= available:
         result["verdict"] = "fits_after_drop_caches"
         result["message"] = (
-            f"gmu {gmu} needs {_gib(required + head_extra)} free on this {role} but only {_gib(free)} is; "
+            f"gmu {gmu} needs {_gib(required + head_extra)} free on this {role} but only {_gib(free)} is{held_text}; "
             f"{_gib(cache)} is page cache, which the engine role drops right before launch (sync; echo 3 > /proc/sys/vm/drop_caches)."
         )
     else:
         result["verdict"] = "does_not_fit"
+        largest = "; ".join(f"{name} (pid {pid}) {_gib(rss)}" for pid, name, rss in others)
         result["message"] = (
-            f"gmu {gmu} needs {_gib(required + head_extra)} on this {role}, but only {_gib(available)} is available even after "
-            f"dropping caches. Stop what uses the memory (a desktop session: sudo systemctl isolate multi-user.target; "
+            f"gmu {gmu} needs {_gib(required + head_extra)} of {of_node} on this {role}, but only {_gib(available)} is available "
+            f"even after dropping caches{held_text}: {_gib(others_bytes)} is held by other processes"
+            + (f" (largest: {largest})" if largest else "")
+            + ". Stop what uses the memory (a desktop session: sudo systemctl isolate multi-user.target; "
             f"a leftover engine: playbooks/stop.yml) or lower engine_gpu_memory_utilization to {result['recommended_gmu']}."
         )
     return result

@@ -10,7 +10,7 @@ module: gmu_check
 short_description: Check that vLLM's GPU memory utilization fits a node before launch
 version_added: 0.1.0
 description:
-  - Reads C(/proc/meminfo), the cgroup memory limit and C(nvidia-smi --query-gpu) CSV, decides whether the
+  - Reads C(/proc/meminfo), its memory cgroup and C(nvidia-smi --query-gpu) CSV, decides whether the
     node's GPU memory is unified (GB10, nvidia-smi reports memory as C([N/A])) or discrete, and judges
     I(gmu) against it - fits, fits after dropping caches, or does not fit - with a recommended maximum
     gmu for this node now.
@@ -55,10 +55,28 @@ options:
     description: Where to read meminfo.
     type: path
     default: /proc/meminfo
-  cgroup_memory_max_path:
-    description: cgroup v2 memory limit file (v1's memory.limit_in_bytes works too); missing means no limit.
+  cgroup_root:
+    description:
+      - Where the cgroup filesystems are mounted. The module finds its own memory cgroup (v1 or v2) from
+        C(/proc/self/cgroup). When that cgroup or a parent has a limit below MemTotal, the node's memory is
+        that limit (a container, a systemd slice with C(MemoryMax=), a simulated node), and what is
+        available is the limit less the cgroup's use plus its reclaimable file pages.
     type: path
-    default: /sys/fs/cgroup/memory.max
+    default: /sys/fs/cgroup
+  proc_path:
+    description: Where procfs is mounted (tests point it at a recorded tree).
+    type: path
+    default: /proc
+  engine_rank_pid:
+    description:
+      - PID (on this node) of the running rank of this same engine, when one runs. Its memory (its cgroup's
+        use, and at least I(engine_rank_gmu) x the node's memory on unified memory) counts as available, since a
+        relaunch stops it before the new rank takes any. Memory held by anything else does not count.
+      - Leave unset for a node whose rank is not running, or runs another engine.
+    type: int
+  engine_rank_gmu:
+    description: The C(--gpu-memory-utilization) the running rank was started with (see I(engine_rank_pid)).
+    type: float
   model_config:
     description:
       - The model's C(config.json), parsed. With it the module predicts the engine's KV cache tokens per
@@ -157,8 +175,23 @@ required_bytes:
   returned: always
   type: int
   sample: 111063691059
+engine_held_bytes:
+  description: Memory this engine's own running rank holds on the node, counted as available (see I(engine_rank_pid)).
+  returned: when memory is unified
+  type: int
+  sample: 111063691059
+others_bytes:
+  description: Memory of the node held by anything but this engine's rank (the OS, a desktop, a foreign job).
+  returned: when memory is unified
+  type: int
+  sample: 8589934592
+cgroup_limited:
+  description: The node's memory is its memory cgroup's limit, not MemTotal.
+  returned: when memory is unified
+  type: bool
+  sample: false
 mem_available_bytes:
-  description: MemAvailable (unified memory).
+  description: MemAvailable (unified memory; within the cgroup's limit when it has one), this engine's rank included.
   returned: when memory is unified
   type: int
   sample: 121411960832
@@ -220,7 +253,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import gpu_memory, kv_capacity, nvidia_smi
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import gpu_memory, kv_capacity, node_memory, nvidia_smi
 
 # The query of the GB10 recording in tests/data/gpu (memory fields print [N/A] there).
 QUERY = ["index", "name", "memory.total", "memory.used", "memory.free"]
@@ -252,7 +285,10 @@ def main():
             "report_only": {"type": "bool", "default": False},
             "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
             "meminfo_path": {"type": "path", "default": "/proc/meminfo"},
-            "cgroup_memory_max_path": {"type": "path", "default": "/sys/fs/cgroup/memory.max"},
+            "cgroup_root": {"type": "path", "default": "/sys/fs/cgroup"},
+            "proc_path": {"type": "path", "default": "/proc"},
+            "engine_rank_pid": {"type": "int"},
+            "engine_rank_gmu": {"type": "float"},
             "model_config": {"type": "dict"},
             "model_config_path": {"type": "path"},
             "tensor_parallel_size": {"type": "int", "default": 1},
@@ -283,22 +319,21 @@ def main():
     try:
         with open(params["meminfo_path"], encoding="ascii") as handle:
             meminfo = gpu_memory.parse_meminfo(handle.read())
-        limit_text = None
-        if os.path.exists(params["cgroup_memory_max_path"]):
-            with open(params["cgroup_memory_max_path"], encoding="ascii") as handle:
-                limit_text = handle.read()
+        view, held, others = read_node_memory(params, meminfo)
         if gpus and not nvidia_smi.memory_is_unified(gpus):
             result = gpu_memory.plan_discrete(params["gmu"], gpus)
         else:
             result = gpu_memory.plan_unified(
                 params["gmu"],
-                meminfo,
+                view,
                 is_head=params["is_head"],
                 head_reserve=params["head_reserve_gib"] * gpu_memory.GIB,
                 os_reserve=params["os_reserve_gib"] * gpu_memory.GIB,
-                limit=gpu_memory.cgroup_limit(limit_text),
                 check_free=params["check_free_memory"],
+                engine_held=held,
+                others=others,
             )
+            result["cgroup_limited"] = view["limited"]
     except (OSError, ValueError) as error:
         module.fail_json(msg=f"gmu_check cannot judge this node: {error}", gpus=gpus or [])
     result["gpus"] = gpus or []
@@ -313,6 +348,23 @@ def main():
     if result.get("kv", {}).get("oversubscribed") and params["fail_on_oversubscription"] and not params["report_only"]:
         module.fail_json(msg=result["kv"]["warning"], **result)
     module.exit_json(changed=False, **result)
+
+
+def read_node_memory(params, meminfo):
+    """(the node's memory view, bytes the engine's own rank holds, the largest other processes)."""
+    proc, root = params["proc_path"], params["cgroup_root"]
+    own = node_memory.memory_cgroup(node_memory.read_text(f"{proc}/self/cgroup") or "")
+    view = node_memory.node_view(meminfo, node_memory.cgroup_usage(own, node_memory.read_text, root) if own else None)
+    held, engine_pids = 0, set()
+    if params["engine_rank_pid"]:
+        rank = node_memory.memory_cgroup(node_memory.read_text(f"{proc}/{params['engine_rank_pid']}/cgroup") or "")
+        usage = node_memory.cgroup_usage(rank, node_memory.read_text, root) if rank else None
+        if rank and rank != own:
+            engine_pids = node_memory.cgroup_pids(rank, node_memory.read_text, root)
+        engine_pids.add(params["engine_rank_pid"])
+        held = node_memory.engine_held(usage and usage["usage"] - usage["reclaimable"], params["engine_rank_gmu"], view["MemTotal"])
+    others = node_memory.largest_processes(node_memory.list_processes(proc), exclude_pids=engine_pids | {os.getpid()})
+    return view, held, others
 
 
 def weights_bytes(directory):

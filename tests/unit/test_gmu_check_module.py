@@ -21,7 +21,8 @@ def run_module(tmp_path, smi_output=None, smi_rc=0, meminfo_text=None, **args):
     """Run the module; smi_output is a recording under tests/data/gpu or an absolute path."""
     meminfo = tmp_path / "meminfo"
     meminfo.write_text(meminfo_text or (FIXTURES / "gb10/meminfo-partial.txt").read_text())
-    params = {"meminfo_path": str(meminfo), "cgroup_memory_max_path": str(tmp_path / "no-cgroup"), "nvidia_smi": str(DOUBLE), **args}
+    proc = tmp_path / "proc"  # no cgroup, no processes: a node outside any memory cgroup
+    params = {"meminfo_path": str(meminfo), "proc_path": str(proc), "cgroup_root": str(tmp_path / "cgroup"), "nvidia_smi": str(DOUBLE), **args}
     args_file = tmp_path / "args.json"
     args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": params}))
     env = dict(os.environ, PYTHONPATH=str(REPO / "collections"), NVIDIA_SMI_DOUBLE_RC=str(smi_rc))
@@ -134,3 +135,64 @@ def test_kv_oversubscribed_lane_warns_or_fails_when_asked(tmp_path):
     failed = run_module(tmp_path, fail_on_oversubscription=True, **args)
     assert failed["failed"] is True
     assert "Lower max_num_seqs to 4" in failed["msg"]
+
+
+def fake_node(tmp_path, limit_gib, node_use_gib, rank_use_gib, inactive_file_gib=0.0, foreign=None):
+    """A simulated node as gmu_check meets it: cgroup v1 tree (node cgroup, the rank's cgroup below it) and /proc."""
+    gib = 1024**3
+    proc, cg = tmp_path / "proc", tmp_path / "cgroup"
+    node, rank = cg / "memory/docker/node1", cg / "memory/docker/node1/rank0"
+    for directory in (node, rank):
+        directory.mkdir(parents=True, exist_ok=True)
+    (node / "memory.usage_in_bytes").write_text(str(int(node_use_gib * gib)))
+    (node / "memory.stat").write_text(f"hierarchical_memory_limit {int(limit_gib * gib)}\ntotal_inactive_file {int(inactive_file_gib * gib)}\n")
+    (rank / "memory.usage_in_bytes").write_text(str(int(rank_use_gib * gib)))
+    (rank / "memory.stat").write_text(f"hierarchical_memory_limit {int(limit_gib * gib)}\ntotal_inactive_file 0\n")
+    (rank / "cgroup.procs").write_text("400\n401\n")
+    (node / "cgroup.procs").write_text("1\n500\n")
+    processes = [("self", "/docker/node1", "python3", 0.05), ("400", "/docker/node1/rank0", "vllm", 2.0), ("401", "/docker/node1/rank0", "python3", 1.5)]
+    if foreign:
+        processes.append(("500", "/docker/node1", "hog", foreign))
+    for pid, path, name, rss_gib in processes:
+        (proc / pid).mkdir(parents=True, exist_ok=True)
+        (proc / pid / "cgroup").write_text(f"4:memory:{path}\n0::/\n")
+        (proc / pid / "status").write_text(f"Name:\t{name}\nVmRSS:\t{int(rss_gib * gib / 1024)} kB\n")
+    return proc, cg
+
+
+def run_on_fake_node(tmp_path, proc, cg, **args):
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal: 24000000 kB\nMemFree: 20000000 kB\nMemAvailable: 21000000 kB\n")  # the host's: not the node's
+    params = {"meminfo_path": str(meminfo), "proc_path": str(proc), "cgroup_root": str(cg), "nvidia_smi": "/nonexistent", "require_gpu": False}
+    params.update({"os_reserve_gib": 0.5, "head_reserve_gib": 0, **args})
+    args_file = tmp_path / "args.json"
+    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": params}))
+    env = dict(os.environ, PYTHONPATH=str(REPO / "collections"))
+    result = subprocess.run([sys.executable, str(MODULE), str(args_file)], capture_output=True, text=True, env=env, check=False)
+    return json.loads(result.stdout)
+
+
+def test_a_node_in_a_memory_cgroup_has_the_limit_and_its_engine_counts_as_available(tmp_path):
+    # 4.5 GiB node, engine rank holds 3.8 GiB of the 4.1 GiB in use: a re-run at gmu 0.85 fits.
+    proc, cg = fake_node(tmp_path, limit_gib=4.5, node_use_gib=4.1, rank_use_gib=3.8)
+    out = run_on_fake_node(tmp_path, proc, cg, gmu=0.85, engine_rank_pid=400)
+    assert out.get("failed") is not True, out
+    assert out["cgroup_limited"] is True
+    assert out["total_bytes"] == int(4.5 * 1024**3)
+    assert out["engine_held_bytes"] == int(3.8 * 1024**3)
+    assert out["verdict"] == "fits"
+    assert "held by this engine's own rank" in out["message"]
+    # Without the engine counted, the same node is full: the check a serving Spark failed before.
+    alone = run_on_fake_node(tmp_path, proc, cg, gmu=0.85)
+    assert alone["failed"] is True
+    assert alone["verdict"] == "does_not_fit"
+
+
+def test_a_foreign_process_is_named_with_its_memory(tmp_path):
+    proc, cg = fake_node(tmp_path, limit_gib=4.5, node_use_gib=4.4, rank_use_gib=3.0, foreign=1.2)
+    out = run_on_fake_node(tmp_path, proc, cg, gmu=0.85, engine_rank_pid=400)
+    assert out["failed"] is True
+    assert out["verdict"] == "does_not_fit"
+    assert "hog (pid 500) 1.2 GiB" in out["msg"], out["msg"]
+    assert "vllm" not in out["msg"]  # the engine's own processes are not "other processes"
+    assert "lower engine_gpu_memory_utilization" in out["msg"]

@@ -133,3 +133,53 @@ def test_h200_discrete():
 def test_bad_gmu(value, message):
     with pytest.raises(gm.GpuMemoryError, match=message):
         gm.plan_unified(value, meminfo())
+
+
+# The GB10 with the engine up (recipe.md: 0.85 keeps a desktop session alive, 0.885 only on a
+# stripped OS, 0.89+ is NV_ERR_NO_MEMORY on the head). Idle: MemAvailable 113.07 GiB of 121.69
+# (fixtures/gpu/gb10/meminfo-partial.txt). A desktop session takes ~3 GiB more.
+GB10_IDLE_AVAILABLE_GIB = 118_566_368 * KB / GIB
+DESKTOP_GIB = 3.0
+
+
+def gb10_serving(engine_gmu, desktop=False, engine_process_gib=1.5):
+    """The GB10 head while its engine serves: the engine holds gmu x total plus its processes."""
+    held = engine_gmu * GB10_TOTAL_KB * KB + engine_process_gib * GIB
+    available = GB10_IDLE_AVAILABLE_GIB - (DESKTOP_GIB if desktop else 0) - held / GIB
+    return meminfo(available_gib=available), held
+
+
+def test_gb10_rerun_with_the_engine_up_at_085_fits():
+    info, held = gb10_serving(0.85)
+    assert info["MemAvailable"] < 12.5 * GIB  # what a serving Spark shows
+    result = gm.plan_unified(0.85, info, is_head=True, engine_held=held)
+    assert result["verdict"] == "fits", result["message"]
+    assert result["engine_held_bytes"] == int(held)
+    # The same node judged without its own engine: refused (the bug this guards against).
+    assert gm.plan_unified(0.85, info, is_head=True)["verdict"] == "does_not_fit"
+
+
+def test_gb10_0885_on_a_head_with_a_desktop_is_refused_even_counting_the_engine():
+    info, held = gb10_serving(0.85, desktop=True)
+    result = gm.plan_unified(0.885, info, is_head=True, engine_held=held, others=[(2345, "gnome-shell", int(1.1 * GIB))])
+    assert result["verdict"] == "does_not_fit"
+    assert "gnome-shell (pid 2345) 1.1 GiB" in result["message"]
+    assert result["others_bytes"] > DESKTOP_GIB * GIB
+    # A stripped head (no desktop) takes 0.885: the recipe's ceiling.
+    info, held = gb10_serving(0.85)
+    assert gm.plan_unified(0.885, info, is_head=True, engine_held=held)["verdict"] == "fits"
+
+
+def test_gb10_089_is_refused_on_the_head_whatever_the_engine_holds():
+    info, held = gb10_serving(0.85)
+    result = gm.plan_unified(0.89, info, is_head=True, engine_held=held)
+    assert result["verdict"] == "does_not_fit"
+    assert result["max_gmu"] == 0.885
+
+
+def test_engine_held_never_counts_more_than_is_in_use():
+    # A wrong or stale figure cannot make memory appear: held is capped at what the node uses.
+    info = meminfo(available_gib=100.0)
+    result = gm.plan_unified(0.85, info, engine_held=500 * GIB)
+    assert result["engine_held_bytes"] == int(GB10_TOTAL_KB * KB - 100 * GIB)
+    assert result["mem_available_bytes"] == GB10_TOTAL_KB * KB
