@@ -173,6 +173,9 @@ def serve_argv(settings, lane, rank, nnodes, master_addr, master_port):
     _flag(argv, "max-num-seqs", lane["max_num_seqs"])
     _flag(argv, "max-num-batched-tokens", settings.get("max_num_batched_tokens"))
     _flag(argv, "gpu-memory-utilization", settings.get("gpu_memory_utilization"))
+    # Sized by the role from gmu x the node's memory where the engine itself would read the host's
+    # (vLLM's CPU build reads libnuma's node, not the node's memory cgroup).
+    _flag(argv, "kv-cache-memory-bytes", settings.get("kv_cache_memory_bytes"))
     _flag(argv, "block-size", settings.get("block_size"))
     _flag(argv, "kv-cache-dtype", None if settings.get("kv_cache_dtype") in (None, "auto") else settings["kv_cache_dtype"])
     _flag(argv, "async-scheduling", bool(settings.get("async_scheduling")))
