@@ -24,7 +24,10 @@ INVENTORY = REPO / "molecule/resources/inventory/hosts.yml"
 CONTAINER = "vllm_glm53"
 RANKS = {"spark1": 0, "spark2": 1, "spark3": 2, "spark4": 3}
 HEAD_API = "http://192.168.100.11:8000"
-LANES = {"500k": ("500000", "5"), "200k": ("200000", "15")}
+LANES = {"500k": ("500000", "5"), "200k": ("200000", "15"), "1m": ("1000000", "3")}
+GIB = 1024**3
+# The cpu profile (group_vars/all/profiles.yml): KV = gmu x the node's memory cgroup limit - non_kv_gib.
+GMU, NON_KV_GIB = 0.85, {"head": 1.6, "worker": 1.2}
 PATCH_TARGET = "/opt/vllm/lib/python3.11/site-packages/vllm/model_executor/layers/indexer_topk.py"
 
 
@@ -62,6 +65,34 @@ def test_rank_runs_with_lane_flags(host):
     assert mount["Source"].startswith("/opt/sparkfleet/patches/sm12x-persistent-topk-guard/")
     served = host.check_output(f"sudo docker exec {CONTAINER} grep -c _persistent_capable {PATCH_TARGET}")
     assert int(served) == 3  # the definition and its two uses
+
+
+def _node_memory(name):
+    """A node's memory as its cgroup counts it: (limit, used by everything, used by the engine's rank) in bytes.
+
+    Used = usage less inactive file pages (what the kernel would reclaim first)."""
+    script = f"""
+    node=$(awk -F: '$2 == "memory" {{print $3}}' /proc/1/cgroup)
+    used() {{ u=$(cat "$1/memory.usage_in_bytes"); f=$(awk '$1 == "total_inactive_file" {{print $2}}' "$1/memory.stat"); echo $((u - f)); }}
+    base=/sys/fs/cgroup/memory$node
+    awk '$1 == "hierarchical_memory_limit" {{print $2}}' "$base/memory.stat"
+    used "$base"
+    rank=$(docker inspect -f '{{{{.Id}}}}' {CONTAINER} 2>/dev/null) && used "$base/$rank" || echo 0
+    """
+    out = subprocess.run(["docker", "exec", name, "sh", "-c", script], capture_output=True, text=True, check=True).stdout.split()
+    return tuple(int(value) for value in out)
+
+
+def test_every_node_is_a_memory_cgroup_that_the_engine_mostly_holds(host):
+    """A Spark's shape: the node's memory is its cgroup's limit, the rank lives inside it and its KV is
+    sized from gmu x that limit, so the serving engine holds most of the node (as 0.85 of a GB10)."""
+    name = host.backend.get_hostname()
+    limit, used, rank = _node_memory(name)
+    assert limit < 8 * GIB, f"{name}: no memory limit ({limit})"
+    non_kv = NON_KV_GIB["head" if RANKS[name] == 0 else "worker"]
+    assert _flag(_container(host)["Args"], "--kv-cache-memory-bytes") == str(int(GMU * limit - non_kv * GIB))
+    assert rank >= 0.65 * limit, f"{name}: the engine holds {rank / GIB:.2f} of {limit / GIB:.2f} GiB"
+    assert used >= rank
 
 
 def _env():
@@ -141,6 +172,20 @@ def test_rerun_restarts_nothing(site_rerun):
     assert after == before
 
 
+def test_rerun_on_full_nodes_counts_the_engines_memory_and_leaves_its_gpus_alone(site_rerun):
+    """With the engine holding most of every node, preflight counts that memory as the engine's own
+    (a relaunch frees it first) and says so, and runs nothing that needs an idle GPU."""
+    out = site_rerun[0]
+    # One report per node (fits, or fits once the engine role drops the page cache), each with what the rank holds.
+    held = [float(gib) for gib in re.findall(r"(\S+) GiB of it held by this engine's own rank", out)]
+    assert len(held) >= len(RANKS), out[:6000]
+    limit = _node_memory("spark1")[0]
+    assert all(gib * GIB >= 0.65 * limit for gib in held), held
+    assert "does_not_fit" not in out
+    assert "the clock burn and the all-reduce, which need idle GPUs, were not run against it" in out
+    assert "All-reduce across the engine's nodes, one rank per node" not in out
+
+
 def test_site_ends_with_the_bench_table_and_writes_reports(site_rerun):
     out, _, _, _, started = site_rerun
     tail = out[out.rindex("Show the benchmark") :]
@@ -202,23 +247,32 @@ def test_the_same_cluster_from_its_cluster_env_changes_nothing():
     assert _start_times() == before
 
 
-def test_lane_switch_restarts_every_rank_with_new_flags():
-    before = _start_times()
-    output, changed = _run_playbook("playbooks/lane.yml", "-e", "lane=200k")
-    after = _start_times()
+def test_lane_switch_on_full_nodes_restarts_every_rank_and_only_the_ranks_move_memory():
+    """500k -> 1m while the engine holds most of every node: the relaunch fits because the old ranks'
+    memory is the engine's own; the idle-GPU checks run after they stop; memory outside the ranks stays put."""
+    before, memory_before = _start_times(), {name: _node_memory(name) for name in RANKS}
+    output, changed = _run_playbook("playbooks/lane.yml", "-e", "lane=1m")
+    after, memory_after = _start_times(), {name: _node_memory(name) for name in RANKS}
     for name in RANKS:
         assert after[name] != before[name], f"{name} was not restarted"
-        assert "--max-model-len 200000" in after[name]
-        assert "--max-num-seqs 15" in after[name]
+        assert f"--max-model-len {LANES['1m'][0]}" in after[name]
+        assert f"--max-num-seqs {LANES['1m'][1]}" in after[name]
+        limit, _, rank = memory_after[name]
+        assert rank >= 0.65 * limit, f"{name}: the new engine holds {rank / GIB:.2f} of {limit / GIB:.2f} GiB"
+        others_before, others_after = (memory[name][1] - memory[name][2] for memory in (memory_before, memory_after))
+        assert abs(others_after - others_before) < GIB / 4, f"{name}: memory outside the rank moved by {(others_after - others_before) / GIB:.2f} GiB"
     # Only the engine changes: the head relaunches every rank, no node changes anything itself.
     assert changed["spark1"] > 0
     assert all(changed[name] == 0 for name in RANKS if name != "spark1"), changed
-    assert "lane 200k (200000 x 15)" in output
+    assert "lane 1m (1000000 x 3)" in output
+    # The all-reduce ran on the idle nodes, after the old ranks stopped and before the launch.
+    stopped = output.index("Stop the old ranks before the checks that need idle GPUs")
+    assert stopped < output.index("All-reduce across the engine's nodes, one rank per node") < output.index("Start the workers (headless) first")
     # The readiness timeline of the relaunch: printed, and written under reports/ with every phase of the head.
-    assert "readiness of engine sparks, lane 200k" in output
+    assert "readiness of engine sparks, lane 1m" in output
     first_token = re.search(r"first streamed token at ([0-9.]+) s", output)
     assert first_token, output[-3000:]
-    (written,) = [path for path in (REPO / "reports").glob("readiness-sparks-*.json") if json.loads(path.read_text())["lane"] == "200k"]
+    (written,) = [path for path in (REPO / "reports").glob("readiness-sparks-*.json") if json.loads(path.read_text())["lane"] == "1m"]
     timeline = json.loads(written.read_text())
     head = timeline["ranks"][0]
     phases = ["container_started", "process_up", "weights_loaded", "kv_cache_allocated", "graphs_compiled", "api_up"]
@@ -226,6 +280,40 @@ def test_lane_switch_restarts_every_rank_with_new_flags():
     assert [head[phase] for phase in phases] == sorted(head[phase] for phase in phases)
     assert head["api_up"] <= timeline["health"] <= timeline["first_token"] == float(first_token.group(1))
     assert [row["node"] for row in timeline["ranks"]] == list(RANKS)
+
+
+def test_a_foreign_process_holding_a_workers_memory_refuses_a_relaunch_before_any_rank_stops():
+    """Memory that is not the engine's is not available: the switch back is refused on the worker that
+    lacks it, naming the process, before any rank stops; the engine keeps serving. Without it, the
+    switch back to 500k goes through."""
+    limit, used, _ = _node_memory("spark3")
+    hog_bytes = int(limit - used + GIB / 4)  # more than the node has free: the kernel reclaims cache, then swaps
+    hog = subprocess.Popen(
+        ["docker", "exec", "spark3", "python3", "-c",
+         f"import sys, time; b = bytearray({hog_bytes}); b[::4096] = b'x' * len(b[::4096]); print('held', flush=True); time.sleep(900)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert hog.stdout.readline().strip() == "held"
+        before = _start_times()
+        result = subprocess.run(
+            ["ansible-playbook", "-i", str(INVENTORY), str(REPO / "playbooks/lane.yml"), "-e", "lane=500k"],
+            cwd=REPO, env=_env(), capture_output=True, text=True, timeout=900, check=False,
+        )  # fmt: skip
+        out = " ".join(result.stdout.split())
+        assert result.returncode != 0
+        assert re.search(r"fatal: \[spark3\]: FAILED!.*gmu 0\.85 needs .* on this worker, but only .* is available", out), out[-4000:]
+        assert re.search(r"largest: python3 \(pid \d+\) \d+\.\d GiB", out), out[-4000:]
+        assert "lower engine_gpu_memory_utilization to" in out
+        assert "spark3 failed the memory check above: the relaunch would not fit there. No rank was stopped" in out
+        assert "Stop and remove every rank" not in out
+        assert _start_times() == before
+        test_head_streams_a_chat_completion(False)  # still serving, after the refusal
+    finally:
+        hog.kill()
+        subprocess.run(["docker", "exec", "spark3", "pkill", "-f", "bytearray"], check=False)
+    output, _ = _run_playbook("playbooks/lane.yml", "-e", "lane=500k")
+    assert "lane 500k (500000 x 5)" in output
 
 
 def test_stop_leaves_no_rank_and_status_reports_it():
@@ -243,7 +331,7 @@ def test_stop_leaves_no_rank_and_status_reports_it():
     assert "ranks up 0/4" in output
     # The last launch's timeline stays on the head after a stop (the YAML callback prints each line apart).
     assert "last launch:" in output
-    assert "readiness of engine sparks, lane 200k" in output
+    assert "readiness of engine sparks, lane 500k" in output
     assert all(value == 0 for value in changed.values())
 
 

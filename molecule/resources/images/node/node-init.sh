@@ -15,6 +15,11 @@ fi
 
 # A stale pid file from a previous run of this container keeps dockerd down.
 rm -f /var/run/docker.pid /run/docker/containerd/containerd.pid
-dockerd >/var/log/dockerd.log 2>&1 &
+# The node's engine puts its containers (the rank) inside this node's memory
+# cgroup, as everything on a Spark lives in the Spark's memory: the node's
+# --memory limit bounds the engine too. cgroup v1 with the host's cgroup
+# namespace (FACTS.md), so /proc/self/cgroup names the node's own cgroup.
+parent=$(awk -F: '$2 == "memory" {print $3}' /proc/self/cgroup)
+dockerd ${parent:+--cgroup-parent "$parent"} >/var/log/dockerd.log 2>&1 &
 
 exec /usr/sbin/sshd -D -e
