@@ -50,17 +50,6 @@ def page_cache(meminfo):
     return meminfo.get("Cached", 0) + meminfo.get("Buffers", 0) + meminfo.get("SReclaimable", 0) - meminfo.get("Shmem", 0)
 
 
-def cgroup_limit(memory_max_text):
-    """cgroup v2 memory.max (or v1 limit_in_bytes) -> bytes, or None when unlimited."""
-    if memory_max_text is None:
-        return None
-    text = memory_max_text.strip()
-    if not text or text == "max":
-        return None
-    value = int(text)
-    return None if value >= 1 << 60 else value  # v1 says "unlimited" with a huge number
-
-
 def check_gmu(value):
     """gmu as a float in (0, GMU_CAP], or a GpuMemoryError naming the bad value."""
     if isinstance(value, bool):

@@ -44,7 +44,8 @@ def parse_stat(text):
     return stat
 
 
-def _number(text):
+def cgroup_number(text):
+    """A cgroup file's byte count (memory.max, limit_in_bytes, usage...), or None for "max"/unlimited/absent."""
     if text is None:
         return None
     text = text.strip()
@@ -57,6 +58,10 @@ def _number(text):
 def cgroup_usage(cgroup, read, root="/sys/fs/cgroup"):
     """A cgroup's memory: {limit, usage, reclaimable} in bytes (limit None when unlimited).
 
+    reclaimable is the cgroup's file pages, active or not: what a drop_caches gives back (the
+    engine role drops caches right before a launch). After an image build a node holds GBs of
+    them, all counted in usage.
+
     read(path) returns a file's text or None. v1 takes the limit from memory.stat's
     hierarchical_memory_limit (a parent's limit counts: the simulated node limits the
     engine's container from above); v2 walks memory.max up to the root.
@@ -66,23 +71,24 @@ def cgroup_usage(cgroup, read, root="/sys/fs/cgroup"):
     if version == "v1":
         base = f"{root}/memory{path}"
         stat = parse_stat(read(f"{base}/memory.stat"))
-        usage = _number(read(f"{base}/memory.usage_in_bytes"))
-        limit = _number(str(stat["hierarchical_memory_limit"])) if "hierarchical_memory_limit" in stat else _number(read(f"{base}/memory.limit_in_bytes"))
-        reclaimable = stat.get("total_inactive_file", stat.get("inactive_file", 0))
+        usage = cgroup_number(read(f"{base}/memory.usage_in_bytes"))
+        limit_text = str(stat["hierarchical_memory_limit"]) if "hierarchical_memory_limit" in stat else read(f"{base}/memory.limit_in_bytes")
+        limit = cgroup_number(limit_text)
+        reclaimable = stat.get("total_active_file", 0) + stat.get("total_inactive_file", 0)
     else:
         base = f"{root}{path}"
         stat = parse_stat(read(f"{base}/memory.stat"))
-        usage = _number(read(f"{base}/memory.current"))
+        usage = cgroup_number(read(f"{base}/memory.current"))
         limit = None
         walk = path
         while True:
-            value = _number(read(f"{root}{walk}/memory.max"))
+            value = cgroup_number(read(f"{root}{walk}/memory.max"))
             if value is not None:
                 limit = value if limit is None else min(limit, value)
             if not walk:
                 break
             walk = walk.rsplit("/", 1)[0]
-        reclaimable = stat.get("inactive_file", 0)
+        reclaimable = stat.get("active_file", 0) + stat.get("inactive_file", 0)
     if usage is None:
         return None
     return {"limit": limit, "usage": usage, "reclaimable": min(reclaimable, usage)}

@@ -7,6 +7,7 @@ import pathlib
 import pytest
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import gpu_memory as gm
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import node_memory as nm
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import nvidia_smi as smi
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "data/gpu"
@@ -96,11 +97,11 @@ def test_swap_off_is_a_warning_not_a_verdict():
 
 
 def test_cgroup_limit_is_the_total_inside_one():
-    limit = gm.cgroup_limit("68719476736\n")  # 64 GiB
+    limit = nm.cgroup_number("68719476736\n")  # 64 GiB
     result = gm.plan_unified(0.85, meminfo(), limit=limit)
     assert result["total_bytes"] == 64 * GIB
-    assert gm.cgroup_limit("max\n") is None
-    assert gm.cgroup_limit("9223372036854771712") is None  # cgroup v1 "unlimited"
+    assert nm.cgroup_number("max\n") is None
+    assert nm.cgroup_number("9223372036854771712") is None  # cgroup v1 "unlimited"
 
 
 def test_cpu_engine_checks_only_the_ceiling():

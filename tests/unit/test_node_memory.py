@@ -21,7 +21,9 @@ def test_the_memory_cgroup_is_found_in_v1_and_v2():
 
 def test_v1_limit_comes_from_the_hierarchy():
     files = {
-        "/sys/fs/cgroup/memory/docker/abc/memory.stat": f"cache 10\nhierarchical_memory_limit {int(4.5 * GIB)}\ntotal_inactive_file {GIB // 4}\n",
+        "/sys/fs/cgroup/memory/docker/abc/memory.stat": (
+            f"cache 10\nhierarchical_memory_limit {int(4.5 * GIB)}\ntotal_active_file {GIB // 8}\ntotal_inactive_file {GIB // 8}\n"
+        ),
         "/sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes": f"{4 * GIB}\n",
     }
     usage = nm.cgroup_usage(("v1", "/docker/abc"), reader(files))

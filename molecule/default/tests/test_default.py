@@ -27,7 +27,7 @@ HEAD_API = "http://192.168.100.11:8000"
 LANES = {"500k": ("500000", "5"), "200k": ("200000", "15"), "1m": ("1000000", "3")}
 GIB = 1024**3
 # The cpu profile (group_vars/all/profiles.yml): KV = gmu x the node's memory cgroup limit - non_kv_gib.
-GMU, NON_KV_GIB = 0.85, {"head": 1.6, "worker": 1.2}
+GMU, NON_KV_GIB = 0.85, {"head": 1.2, "worker": 1.0}
 PATCH_TARGET = "/opt/vllm/lib/python3.11/site-packages/vllm/model_executor/layers/indexer_topk.py"
 
 
