@@ -10,8 +10,9 @@ short_description: Decide which nodes get the pinned NVIDIA driver
 version_added: 0.3.0
 description:
   - Takes every node's loaded driver (null where none answers) and returns
-    C({install - {node - reason}, problems - [message]}); see module_utils/nvidia_driver.py.
-  - The same file provides C(apt_simulation), C(nccl_problems) and C(nccl_conf) (module_utils/nccl_pin.py).
+    C({install - {node - reason}, version - the version installed there, problems - [message]}); see module_utils/nvidia_driver.py.
+  - The same file provides C(apt_simulation), C(nccl_problems) and C(nccl_conf) (module_utils/nccl_pin.py), and
+    C(driver_versions_offered) (every node's C(apt-cache madison) output to the versions all of them offer).
 positional: loaded
 options:
   loaded:
@@ -30,6 +31,16 @@ options:
     description: Whether the role may install; when not, nodes that need a driver are problems.
     type: bool
     default: true
+  available:
+    description:
+      - The driver versions the repository offers on every node (see C(driver_versions_offered)); null when unknown.
+        A cluster whose newest driver is above I(target) converges up to it only where it is offered.
+    type: list
+    elements: str
+  allow_downgrade:
+    description: Bring every node to I(target), downgrading newer ones (and rebooting them). Off, no node is downgraded.
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -47,9 +58,9 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import nccl_pin, nvidia_driver
 
 
-def driver_plan(loaded, minimum, target, installs_allowed=True):
+def driver_plan(loaded, minimum, target, installs_allowed=True, available=None, allow_downgrade=False):
     try:
-        return nvidia_driver.plan(loaded, minimum, target, installs_allowed)
+        return nvidia_driver.plan(loaded, minimum, target, installs_allowed, available=available, allow_downgrade=allow_downgrade)
     except nvidia_driver.DriverPolicyError as error:
         raise AnsibleFilterError(str(error)) from error
 
@@ -71,4 +82,5 @@ class FilterModule:
             "nccl_problems": nccl_pin.problems,
             "nccl_conf": nccl_conf,
             "upstream_version": nvidia_driver.upstream_version,
+            "driver_versions_offered": nvidia_driver.available_versions,
         }

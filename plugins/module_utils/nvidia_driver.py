@@ -45,15 +45,35 @@ def loaded_driver(rc, stdout, stderr, found=True):
     return {"state": "loaded", "version": table["driver_version"], "cuda_version": table["cuda_version"], "gpus": table["gpus"], "detail": ""}
 
 
-def plan(loaded, minimum, target, installs_allowed=True):
-    """Which nodes get the pinned driver, and what stops the run.
+def available_versions(madison_outputs):
+    """`apt-cache madison PACKAGE` of every node -> the driver versions every node's repository offers."""
+    per_node = []
+    for text in madison_outputs:
+        versions = set()
+        for line in (text or "").splitlines():
+            parts = [part.strip() for part in line.split("|")]
+            if len(parts) >= 2 and parts[1]:
+                versions.add(upstream_version(parts[1]))
+        per_node.append(versions)
+    return sorted(set.intersection(*per_node), key=nvidia_smi.version_tuple) if per_node else []
+
+
+def plan(loaded, minimum, target, installs_allowed=True, available=None, allow_downgrade=False):
+    """Which nodes get which driver, and what stops the run.
 
     loaded: {node: driver version loaded there, or None when none answers}.
-    A node needs `target` when no driver answers, when its driver is below
-    `minimum`, or when the nodes do not all run one version (then every node
-    not at `target` gets it: the pinned version is the cluster's truth).
-    Returns {"install": {node: reason}, "problems": [message]}; problems are
-    non-empty only when installs are forbidden (or the settings are wrong).
+    A node needs a driver when none answers, when its driver is below `minimum`,
+    or when the nodes do not all run one version. Which one:
+    - by default no node is ever downgraded: the cluster converges on the
+      newest version it runs, or on `target` when that is newer. When a node
+      runs a driver newer than `target`, the others are brought up to it only
+      where `available` (the repository's versions, None when unknown) has it;
+      otherwise the run stops with every node's version and the ways out.
+    - allow_downgrade: every node not at `target` gets `target` (the pin is the
+      cluster's truth, downgrades and their reboots included).
+    A node that needs no change is never touched (nor rebooted).
+    Returns {"install": {node: reason}, "version": the version installed there,
+    "problems": [message]}.
     """
     try:
         minimum_tuple, target_tuple = nvidia_smi.version_tuple(minimum), nvidia_smi.version_tuple(target)
@@ -68,16 +88,30 @@ def plan(loaded, minimum, target, installs_allowed=True):
         elif nvidia_smi.version_tuple(version) < minimum_tuple:
             install[node] = f"driver {version} is below the minimum {minimum}"
     running = {node: version for node, version in loaded.items() if node not in install}
-    if len(set(running.values())) > 1:
-        spread = ", ".join(f"{node} {version}" for node, version in sorted(running.items()))
-        for node, version in sorted(running.items()):
-            if version != target:
-                install[node] = f"drivers differ across the nodes ({spread}); the pinned one is {target}"
+    spread = ", ".join(f"{node} {version}" for node, version in sorted(loaded.items()) if version is not None)
+    newest = max(running.values(), key=nvidia_smi.version_tuple) if running else None
+    version = target
     problems = []
+    if not allow_downgrade and newest is not None and nvidia_smi.version_tuple(newest) > target_tuple:
+        version = newest
+    mixed = len(set(running.values())) > 1
+    if mixed or install:
+        for node, running_version in sorted(running.items()):
+            if running_version != version:
+                direction = "up to" if nvidia_smi.version_tuple(running_version) < nvidia_smi.version_tuple(version) else "down to the pinned"
+                install[node] = f"drivers differ across the nodes ({spread}); {direction} {version}"
+    if install and version != target and (available is None or version not in available):
+        offered = ", ".join(available) if available else "unknown"
+        problems.append(
+            f"The nodes run {spread}; the newest, {version}, is above the pinned {target} and no node is downgraded by default, "
+            f"but the repository does not offer {version} on every node (it offers: {offered}). Nothing was changed. "
+            f"Pin it (nvidia_driver_version: {version}) once the repository has it, or bring every node to {target}, "
+            f"downgrades and reboots included (nvidia_driver_allow_downgrade: true)."
+        )
     if install and not installs_allowed:
         for node, reason in sorted(install.items()):
             problems.append(
                 f"{node}: {reason}, and installs are forbidden (nvidia_driver_install: false). "
-                f"Install driver {target} there (or allow the role to: nvidia_driver_install: true) and run again."
+                f"Install driver {version} there (or allow the role to: nvidia_driver_install: true) and run again."
             )
-    return {"install": install, "problems": problems}
+    return {"install": install, "version": version, "problems": problems}

@@ -70,7 +70,7 @@ def test_upstream_version(package, upstream):
 
 def test_a_healthy_cluster_needs_nothing():
     plan = nvidia_driver.plan({"s1": "580.126.09", "s2": "580.126.09"}, "580.95", "580.95.05")
-    assert plan == {"install": {}, "problems": []}  # newer than the pin but equal everywhere: kept
+    assert plan == {"install": {}, "version": "580.126.09", "problems": []}  # newer than the pin but equal everywhere: kept
 
 
 def test_missing_and_old_drivers_get_the_pin():
@@ -79,10 +79,48 @@ def test_missing_and_old_drivers_get_the_pin():
     assert plan["problems"] == []
 
 
-def test_drift_moves_the_odd_nodes_to_the_pin():
-    plan = nvidia_driver.plan({"s1": "580.95.05", "s2": "580.95.05", "s3": "580.126.09"}, "580.95", "580.95.05")
-    assert list(plan["install"]) == ["s3"]
-    assert plan["install"]["s3"] == "drivers differ across the nodes (s1 580.95.05, s2 580.95.05, s3 580.126.09); the pinned one is 580.95.05"
+REPOSITORY = ["580.95.05", "580.126.09"]  # what the stand-in repository (and NVIDIA's) offers
+
+
+def test_mixed_drivers_converge_up_never_down_by_default():
+    # The recipe's real case: three nodes updated to 580.126.09, one left on 580.95.05 (the pin).
+    loaded = {"s1": "580.126.09", "s2": "580.126.09", "s3": "580.126.09", "s4": "580.95.05"}
+    plan = nvidia_driver.plan(loaded, "580.95", "580.95.05", available=REPOSITORY)
+    assert plan["version"] == "580.126.09"
+    assert plan["install"] == {"s4": "drivers differ across the nodes (s1 580.126.09, s2 580.126.09, s3 580.126.09, s4 580.95.05); up to 580.126.09"}
+    assert plan["problems"] == []  # one upgrade, one reboot; not three downgrades and three reboots
+
+
+def test_mixed_drivers_stop_with_the_table_when_the_newer_one_is_not_offered():
+    loaded = {"s1": "580.95.05", "s2": "580.95.05", "s3": "580.126.09"}
+    for available in (None, ["580.95.05"]):
+        plan = nvidia_driver.plan(loaded, "580.95", "580.95.05", available=available)
+        (problem,) = plan["problems"]
+        assert "The nodes run s1 580.95.05, s2 580.95.05, s3 580.126.09; the newest, 580.126.09, is above the pinned 580.95.05" in problem
+        assert "no node is downgraded by default" in problem
+        assert "nvidia_driver_allow_downgrade: true" in problem
+
+
+def test_downgrades_only_when_the_inventory_asks():
+    plan = nvidia_driver.plan({"s1": "580.95.05", "s2": "580.95.05", "s3": "580.126.09"}, "580.95", "580.95.05", allow_downgrade=True)
+    assert plan["version"] == "580.95.05"
+    assert plan["install"] == {"s3": "drivers differ across the nodes (s1 580.95.05, s2 580.95.05, s3 580.126.09); down to the pinned 580.95.05"}
+    assert plan["problems"] == []
+
+
+def test_a_new_node_gets_the_version_the_cluster_runs():
+    plan = nvidia_driver.plan({"s1": "580.126.09", "s2": None}, "580.95", "580.95.05", available=REPOSITORY)
+    assert plan["install"] == {"s2": "no driver answers"}
+    assert plan["version"] == "580.126.09"
+
+
+def test_available_versions_are_what_every_nodes_repository_offers():
+    madison = (
+        " nvidia-open | 580.126.09-1 | http://192.168.100.5/repos/debian12/x86_64  Packages\n"
+        " nvidia-open |  580.95.05-1 | http://192.168.100.5/repos/debian12/x86_64  Packages\n"
+    )
+    assert nvidia_driver.available_versions([madison, madison]) == ["580.95.05", "580.126.09"]
+    assert nvidia_driver.available_versions([madison, " nvidia-open | 580.95.05-1 | x Packages\n"]) == ["580.95.05"]
 
 
 def test_versions_compare_numerically_not_as_text():

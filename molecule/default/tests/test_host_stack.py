@@ -134,23 +134,26 @@ def test_decoy_nccl_on_one_node_is_refused_then_replaced_when_asked():
 
 
 def test_driver_drift_on_one_node_is_healed_by_a_rerun():
-    """spark4 comes back from a reboot with another driver loaded: the pinned one is loaded again."""
+    """spark4 comes back from a reboot with a newer driver loaded. By default no node is downgraded: the
+    others would be brought up to it (refused here, installs forbidden). Asked to, the pinned one is loaded again."""
     _sh("spark4", "echo 580.126.09 > /var/lib/sparkfleet-sim/loaded-driver")
     before = _snapshot()
     rc, out, _ = _host_playbook("-e", "nvidia_driver_install=false")
     assert rc != 0
-    assert "spark4: drivers differ across the nodes (spark1 580.95.05, spark2 580.95.05, spark3 580.95.05, spark4 580.126.09)" in out, out[-3000:]
-    assert "installs are forbidden (nvidia_driver_install: false)" in out
+    drift = "drivers differ across the nodes (spark1 580.95.05, spark2 580.95.05, spark3 580.95.05, spark4 580.126.09)"
+    for node in ("spark1", "spark2", "spark3"):
+        assert f"{node}: {drift}; up to 580.126.09, and installs are forbidden (nvidia_driver_install: false)" in out, out[-3000:]
+    assert "spark4: drivers differ" not in out  # never downgraded unless the inventory asks
     assert _snapshot() == before
-    # Installs allowed, reboots not: the package is already the pinned one, the loaded driver is not.
-    rc, out, _ = _host_playbook("-e", "nvidia_driver_reboot=false")
+    # Downgrades allowed, reboots not: the package is already the pinned one, the loaded driver is not.
+    rc, out, _ = _host_playbook("-e", "nvidia_driver_allow_downgrade=true", "-e", "nvidia_driver_reboot=false")
     assert rc != 0
     assert (
         "spark4 has driver 580.95.05 installed but 580.126.09 loaded, and reboots are forbidden (nvidia_driver_reboot: false)."
         " Reboot spark4 (sudo reboot), one node at a time, then run again."
     ) in out, out[-3000:]
     assert _snapshot() == before
-    rc, out, changed = _host_playbook()
+    rc, out, changed = _host_playbook("-e", "nvidia_driver_allow_downgrade=true")
     assert rc == 0, out[-3000:]
     assert changed["spark4"] > 0, changed
     assert changed["spark2"] == 0, changed
