@@ -349,6 +349,8 @@ def thresholds_for(scenario: str, concurrency: int, thresholds: dict, reference:
     limits = {}
     row = reference_row(reference, scenario, concurrency)
     if row:
+        # Failed requests: as many as the published cell had (2/3 -> 0.666), none where it had none.
+        limits["ok_ratio_min"] = published_ok_ratio(row.get("ok"))
         # The published figures use the recipe's definitions: content TTFT and its decode rate.
         if row.get("ttft_s") is not None:
             limits["ttft_content_s_max"] = round(row["ttft_s"] * (1 + tolerance), 3)
@@ -363,6 +365,20 @@ def thresholds_for(scenario: str, concurrency: int, thresholds: dict, reference:
     limits.update(own)
     limits.update(by_concurrency.get(concurrency) or by_concurrency.get(str(concurrency)) or {})
     return limits
+
+
+def published_ok_ratio(ok) -> float:
+    """A published cell's "ok" ("2/3") as the lowest ratio that still meets it, rounded down (0.666);
+    1.0 where the cell names no failures (or no count)."""
+    if not ok:
+        return 1.0
+    try:
+        good, total = (int(part) for part in str(ok).split("/"))
+    except ValueError:
+        raise StreamBenchError(f"reference cell ok {ok!r} is not GOOD/TOTAL, e.g. 2/3") from None
+    if total < 1 or not 0 <= good <= total:
+        raise StreamBenchError(f"reference cell ok {ok!r} is not GOOD/TOTAL with 0 <= GOOD <= TOTAL")
+    return math.floor(good / total * 1000) / 1000
 
 
 def reference_row(reference: dict | None, scenario: str, concurrency: int) -> dict | None:

@@ -67,8 +67,9 @@ options:
   reference:
     description:
       - A published table for the lane (the shape of one lane of C(bench-gb10.yaml), scenario -> rows with
-        C(conc), C(ttft_s), C(e2e_s), C(decode_tps), C(prefill_tps)). Thresholds are derived from it with
-        I(reference_tolerance); explicit I(thresholds) win.
+        C(conc), C(ttft_s), C(e2e_s), C(decode_tps), C(prefill_tps), C(ok)). Thresholds are derived from it with
+        I(reference_tolerance), and C(ok_ratio_min) from each row's C(ok) (a published 2/3 lets one request of three
+        fail; a row without failures, or without C(ok), lets none); explicit I(thresholds) win.
     type: dict
   reference_tolerance:
     description: Fraction a figure may be worse than the reference (0.5 = times up to 1.5x, rates down to 0.5x).

@@ -5,8 +5,11 @@ import json
 import pathlib
 
 import pytest
+import yaml
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import stream_bench as sb
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
 
 STREAMS = pathlib.Path(__file__).parents[1] / "data" / "streams"
 
@@ -199,6 +202,28 @@ def test_thresholds_from_published_reference_with_tolerance():
     limits = sb.thresholds_for("small", 1, {"small": {"ok_ratio_min": 1.0, "by_concurrency": {1: {"e2e_s_max": 2}}}}, reference, 0.25)
     assert limits == {"ttft_content_s_max": 0.39, "e2e_s_max": 2, "recipe_decode_tps_min": 21.075, "ok_ratio_min": 1.0}
     assert sb.thresholds_for("small", 7, {}, reference, 0.25) == {}
+
+
+def test_failed_requests_are_tolerated_where_the_published_table_had_them():
+    """GB10 500k reasoning at concurrency 3 published 2/3: one failure of three meets it, two do not."""
+    published = yaml.safe_load((REPO / "roles/smoke_bench/files/bench-gb10.yaml").read_text())["lanes"]["500k"]
+    limits = sb.thresholds_for("reasoning", 3, {}, published, 0.5)
+    assert limits["ok_ratio_min"] == 0.666
+    wave = {"scenario": "reasoning", "concurrency": 3, "ok": "2/3", "ok_count": 2, "ok_ratio": 2 / 3, "ttft_content_s": 10.0, "e2e_s": 12.0}
+    assert sb.check_thresholds(wave, limits) == []
+    one = dict(wave, ok="1/3", ok_count=1, ok_ratio=1 / 3)
+    assert sb.check_thresholds(one, limits)[0].startswith("reasoning at concurrency 3: ok_ratio 1/3 is below")
+    assert sb.thresholds_for("reasoning", 2, {}, published, 0.5)["ok_ratio_min"] == 1.0  # 2/2 published
+    assert sb.thresholds_for("large", 1, {}, published, 0.5)["ok_ratio_min"] == 1.0  # no count published: none may fail
+    with pytest.raises(sb.StreamBenchError, match="reference cell ok 'most' is not GOOD/TOTAL"):
+        sb.published_ok_ratio("most")
+
+
+def test_the_gb10_profiles_leave_ok_ratio_to_the_published_table():
+    profiles = yaml.safe_load((REPO / "group_vars/all/profiles.yml").read_text())["profiles"]
+    for scenario, limits in (profiles["gb10"]["bench"]["thresholds"] or {}).items():
+        assert "ok_ratio_min" not in limits, scenario
+    assert profiles["gb10"]["bench"]["reference_mtp_k"] == 3
 
 
 @pytest.mark.parametrize("value", [0, -1, "two", 1.5, [1, 0]])
