@@ -11,7 +11,8 @@ version_added: 0.3.0
 description:
   - Takes every node's loaded driver (null where none answers) and returns
     C({install - {node - reason}, version - the version installed there, problems - [message]}); see module_utils/nvidia_driver.py.
-  - The same file provides C(apt_simulation), C(nccl_problems) and C(nccl_conf) (module_utils/nccl_pin.py), and
+  - The same file provides C(apt_simulation), C(nccl_problems), C(nccl_other_version_report) and C(nccl_conf)
+    (module_utils/nccl_pin.py), and
     C(driver_versions_offered) (every node's C(apt-cache madison) output to the versions all of them offer).
 positional: loaded
 options:
@@ -80,6 +81,7 @@ class FilterModule:
             "driver_plan": driver_plan,
             "apt_simulation": nccl_pin.parse_apt_simulation,
             "nccl_problems": nccl_pin.problems,
+            "nccl_other_version_report": nccl_pin.other_version_report,
             "nccl_conf": nccl_conf,
             "upstream_version": nvidia_driver.upstream_version,
             "driver_versions_offered": nvidia_driver.available_versions,

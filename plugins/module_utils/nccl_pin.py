@@ -1,10 +1,13 @@
 # Copyright: sparkfleet developers
 # Apache License 2.0 (see galaxy.yml)
-"""NCCL at exactly one version: read what apt/dpkg would do, refuse anything else.
+"""NCCL at exactly one version on the hosts: read what apt/dpkg would do, then decide.
 
 The recipe's image re-pins NCCL 2.30.7 because FlashInfer's pip silently
-downgrades it to 2.29.7, which fails on the Spark fabric: a host NCCL at
-another version is the same trap. Pure Python, no Ansible imports.
+downgrades it to 2.29.7, which fails on the Spark fabric. The engine loads the
+NCCL inside its image (the nccl role checks that one on every node), so a host
+with another libnccl2 is reported and left as it is, unless the host's NCCL is
+made the engine's (nccl_host_library_for_engine): then it is the same trap and
+is refused. Pure Python, no Ansible imports.
 """
 
 from __future__ import annotations
@@ -37,26 +40,54 @@ def parse_apt_simulation(text):
     return {"install": install, "remove": remove, "missing": missing}
 
 
-def problems(node, packages, version, installed, held, simulation, replace_installed=False, repo_url=""):
+def other_versions(packages, version, installed):
+    """{package: installed version} for each of `packages` installed at another version than `version`.
+
+    installed: {pkg: version} of what dpkg has, or Ansible's package_facts map ({pkg: [{"version": ...}]}).
+    """
+    found = {}
+    for package in packages:
+        current = installed.get(package)
+        if isinstance(current, list):
+            current = current[0]["version"] if current else None
+        if current is not None and current != version:
+            found[package] = current
+    return found
+
+
+def other_version_report(node, packages, version, installed, held):
+    """What a node with another host NCCL is told when it is left as it is ("" when there is none)."""
+    others = other_versions(packages, version, installed)
+    if not others:
+        return ""
+    listed = ", ".join(f"{package} {current}{' (held)' if package in held else ''}" for package, current in others.items())
+    return (
+        f"{node}: {listed} on the host, not the pinned {version}: left as it is. The engine loads the NCCL inside its "
+        f"image (checked on every node), not the host's. To pin the host too, run again with -e nccl_replace_installed=true; "
+        f"to make the host's NCCL the engine's, set nccl_host_library_for_engine: true (then another version is refused)."
+    )
+
+
+def problems(node, packages, version, installed, held, simulation, replace_installed=False, repo_url="", engine_uses_host_library=True):
     """Why NCCL cannot be put at `version` on `node` without surprising anyone.
 
     installed: {pkg: version} of what dpkg has, or Ansible's package_facts map
     ({pkg: [{"version": ...}]}); held: packages marked hold;
     simulation: parse_apt_simulation() of installing `pkg=version` for each.
-    Another installed or held version is refused unless replace_installed.
+    Another installed or held version is refused when the engine uses the host's library, unless
+    replace_installed; otherwise it is no problem (other_version_report says why, the node is left alone).
     """
     found = []
-    for package in packages:
-        current = installed.get(package)
-        if isinstance(current, list):
-            current = current[0]["version"] if current else None
-        if current is None or current == version:
-            continue
+    others = other_versions(packages, version, installed)
+    if others and not replace_installed and not engine_uses_host_library:
+        return []  # nothing will be installed here: what apt would do does not matter
+    for package, current in others.items():
         if replace_installed:
             continue
         how = "installed and held" if package in held else "installed"
         found.append(
-            f"{node}: {package} {current} is {how}, not the pinned {version}. Nothing was changed on {node}. "
+            f"{node}: {package} {current} is {how}, not the pinned {version}, and the engine loads the host's NCCL "
+            f"(nccl_host_library_for_engine). Nothing was changed on {node}. "
             f"Replace it with the pinned version (run again with -e nccl_replace_installed=true), "
             f"or remove it (sudo apt-mark unhold {' '.join(packages)}; sudo apt-get remove {' '.join(packages)}) and run again."
         )

@@ -167,8 +167,8 @@ def test_parse_apt_simulation():
     assert nccl_pin.parse_apt_simulation(SIMULATION_REMOVES)["remove"] == ["cuda-nccl-meta"]
 
 
-def _problems(installed, held=(), simulation=SIMULATION_FRESH, replace=False):
-    return nccl_pin.problems("s2", PACKAGES, PIN, installed, list(held), nccl_pin.parse_apt_simulation(simulation), replace, "http://repo/")
+def _problems(installed, held=(), simulation=SIMULATION_FRESH, replace=False, host_library=True):
+    return nccl_pin.problems("s2", PACKAGES, PIN, installed, list(held), nccl_pin.parse_apt_simulation(simulation), replace, "http://repo/", host_library)
 
 
 def test_a_fresh_node_and_the_pinned_version_are_fine():
@@ -179,11 +179,28 @@ def test_a_fresh_node_and_the_pinned_version_are_fine():
 def test_the_decoy_held_is_refused_with_the_documented_message():
     found = _problems({"libnccl2": [{"version": "2.29.7-1+cuda13.0"}]}, held=["libnccl2"], simulation=SIMULATION_DOWNGRADE)
     assert found == [
-        "s2: libnccl2 2.29.7-1+cuda13.0 is installed and held, not the pinned 2.30.7-1+cuda13.0. Nothing was changed on s2. "
+        "s2: libnccl2 2.29.7-1+cuda13.0 is installed and held, not the pinned 2.30.7-1+cuda13.0, and the engine loads the host's NCCL "
+        "(nccl_host_library_for_engine). Nothing was changed on s2. "
         "Replace it with the pinned version (run again with -e nccl_replace_installed=true), "
         "or remove it (sudo apt-mark unhold libnccl2 libnccl-dev; sudo apt-get remove libnccl2 libnccl-dev) and run again."
     ]
     assert _problems({"libnccl2": "2.29.7-1+cuda13.0"}, held=["libnccl2"], simulation=SIMULATION_DOWNGRADE, replace=True) == []
+
+
+def test_another_host_nccl_is_reported_and_left_alone_when_the_engine_uses_its_images():
+    """The default: the engine loads the NCCL inside its image, so the host's other version is no problem."""
+    decoy = {"libnccl2": [{"version": "2.29.7-1+cuda13.0"}], "libnccl-dev": [{"version": "2.29.7-1+cuda13.0"}]}
+    assert _problems(decoy, held=["libnccl2"], simulation=SIMULATION_DOWNGRADE, host_library=False) == []
+    report = nccl_pin.other_version_report("s2", PACKAGES, PIN, decoy, ["libnccl2"])
+    assert report.startswith(
+        "s2: libnccl2 2.29.7-1+cuda13.0 (held), libnccl-dev 2.29.7-1+cuda13.0 on the host, not the pinned 2.30.7-1+cuda13.0: left as it is."
+    )
+    assert "The engine loads the NCCL inside its image (checked on every node), not the host's." in report
+    assert "-e nccl_replace_installed=true" in report
+    assert "nccl_host_library_for_engine: true" in report
+    assert nccl_pin.other_version_report("s2", PACKAGES, PIN, {"libnccl2": [{"version": PIN}]}, []) == ""
+    # What apt says still counts where nothing else is installed: a fresh node installs the pin.
+    assert _problems({}, simulation=SIMULATION_MISSING, host_library=False) != []
 
 
 def test_a_version_the_repository_lacks_is_refused():

@@ -111,20 +111,39 @@ def test_swap_state_is_the_kernels(host):
 # Bad input and drift, from the controller.
 
 
-def test_decoy_nccl_on_one_node_is_refused_then_replaced_when_asked():
+def test_decoy_nccl_on_one_node_is_reported_refused_where_the_engine_loads_it_and_replaced_when_asked():
+    """spark3 holds another libnccl2. The engine loads its image's NCCL: reported, spark3 left as it is. Where the
+    host's NCCL is made the engine's: the nccl role refuses it, and the engine refuses ranks on different libraries.
+    Asked to, the pin replaces it."""
     _sh(
         "spark3",
         f"apt-mark unhold libnccl2 libnccl-dev >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -qq -y"
         f" --allow-downgrades libnccl2={DECOY} libnccl-dev={DECOY} >/dev/null && apt-mark hold libnccl2 libnccl-dev >/dev/null",
     )
     before = _snapshot()
-    rc, out, _ = _host_playbook()
-    assert rc != 0
-    assert (
-        f"spark3: libnccl2 {DECOY} is installed and held, not the pinned {NCCL}. Nothing was changed on spark3."
-        " Replace it with the pinned version (run again with -e nccl_replace_installed=true)"
-    ) in out, out[-3000:]
+    rc, out, changed = _host_playbook()
+    assert rc == 0, out[-3000:]
+    assert f"spark3: libnccl2 {DECOY} (held), libnccl-dev {DECOY} (held) on the host, not the pinned {NCCL}: left as it is." in out, out[-3000:]
+    assert set(changed.values()) == {0}, changed
     assert _snapshot() == before
+
+    rc, out, _ = _host_playbook("-e", "nccl_host_library_for_engine=true")
+    assert rc != 0
+    assert f"spark3: libnccl2 {DECOY} is installed and held, not the pinned {NCCL}, and the engine loads the host" in out, out[-3000:]
+    assert "(nccl_host_library_for_engine). Nothing was changed on spark3. Replace it with the pinned version (run again with -e nccl_replace" in out
+    assert _snapshot() == before
+
+    # The engine's own check, on real dpkg: the ranks would load different libnccl.so.2 bytes.
+    env = {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1"}
+    lane = subprocess.run(
+        ["ansible-playbook", "-i", str(INVENTORY), str(REPO / "playbooks/lane.yml"), "-e", "engine_nccl_host_library=true"],
+        cwd=REPO, env=dict(os.environ, **env), capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    folded = " ".join(lane.stdout.split())
+    assert lane.returncode != 0
+    assert "The host NCCL libraries of engine 'sparks' differ (sha256 per node:" in folded, folded[-3000:]
+    assert "Start the workers (headless) first" not in folded
+
     rc, out, changed = _host_playbook("-e", "nccl_replace_installed=true")
     assert rc == 0, out[-3000:]
     assert changed["spark3"] > 0, changed
