@@ -140,6 +140,67 @@ def _flag(argv, name, value):
     argv.extend([f"--{name}", str(value)])
 
 
+# Who sets each flag that serve_argv renders: an extra arg may not set it again (argparse keeps the
+# last value, silently). Booleans are owned even when not rendered (their setting said false).
+FLAG_OWNERS = {
+    "served-model-name": "engine_served_model_name",
+    "host": "engine_api_host",
+    "port": "engine_port",
+    "trust-remote-code": "engine_trust_remote_code",
+    "dtype": "engine_dtype",
+    "load-format": "engine_load_format",
+    "reasoning-parser": "engine_reasoning_parser",
+    "tool-call-parser": "engine_tool_call_parser",
+    "enable-auto-tool-choice": "engine_enable_auto_tool_choice",
+    "speculative-config": "engine_mtp_num_speculative_tokens",
+    "tensor-parallel-size": "engine_tensor_parallel_size (the engine group's nodes x engine_gpus_per_node)",
+    "pipeline-parallel-size": "engine_pipeline_parallel_size",
+    "max-model-len": "the lane (-e lane=..., lanes / lane_overrides)",
+    "max-num-seqs": "the lane (-e lane=..., lanes / lane_overrides)",
+    "max-num-batched-tokens": "engine_max_num_batched_tokens",
+    "gpu-memory-utilization": "engine_gpu_memory_utilization",
+    "kv-cache-memory-bytes": "engine_kv_cache_memory_bytes (the profile's kv_cache_from_gmu)",
+    "block-size": "engine_block_size",
+    "kv-cache-dtype": "engine_kv_cache_dtype",
+    "async-scheduling": "engine_async_scheduling",
+    "enforce-eager": "engine_enforce_eager",
+    "distributed-executor-backend": "engine_distributed_executor_backend",
+    "nnodes": "the engine group in the inventory",
+    "node-rank": "the node's place in the engine group (the inventory)",
+    "master-addr": "the head's fabric address (engine_fabric_address / ansible_host)",
+    "master-port": "engine_master_port",
+    "headless": "the rank (every worker is headless, the head is not)",
+}
+BOOLEAN_FLAGS = {"trust-remote-code", "enable-auto-tool-choice", "async-scheduling", "enforce-eager", "headless"}
+
+
+def _flag_name(item):
+    """'--max_model_len=9' -> 'max-model-len'; 'no-enforce-eager' counts as 'enforce-eager'. None for a value."""
+    text = str(item)
+    if not text.startswith("--"):
+        return None
+    name = text[2:].split("=", 1)[0].replace("_", "-")
+    return name[3:] if name.startswith("no-") and name[3:] in BOOLEAN_FLAGS else name
+
+
+def _refuse_owned_flags(extra, rendered):
+    """An extra arg that sets a flag the settings or the lane already set is refused, naming the owner."""
+    set_here = {name for name in (_flag_name(item) for item in rendered) if name}
+    seen = set()
+    for item in extra:
+        name = _flag_name(item)
+        if name is None:
+            continue
+        if name in FLAG_OWNERS and (name in set_here or name in BOOLEAN_FLAGS):
+            raise ServeArgsError(
+                f"engine_extra_args sets --{name}, which {FLAG_OWNERS[name]} owns: vLLM would take the last of the two silently. "
+                f"Set it there instead and take {item} out of engine_extra_args (or the profile's extra_args)."
+            )
+        if name in seen:
+            raise ServeArgsError(f"engine_extra_args sets --{name} twice (with the profile's extra_args): keep one.")
+        seen.add(name)
+
+
 def serve_argv(settings, lane, rank, nnodes, master_addr, master_port):
     """Render the `vllm serve` argv of one rank.
 
@@ -184,6 +245,7 @@ def serve_argv(settings, lane, rank, nnodes, master_addr, master_port):
     extra = settings.get("extra_args") or []
     if isinstance(extra, str) or not all(isinstance(item, (str, int, float)) for item in extra):
         raise ServeArgsError(f"engine_extra_args must be a list of strings (one argv item each), got {extra!r}.")
+    _refuse_owned_flags(extra, [*argv, "--nnodes", "--node-rank", "--master-addr", "--master-port"])
     argv.extend(str(item) for item in extra)
     # The rank's place in the engine comes last, as in the recipe.
     _flag(argv, "nnodes", nodes)

@@ -198,3 +198,39 @@ def test_lane_overrides_replace_the_lanes_numbers_and_are_named():
         sa.checked_lane(LANES, "500k", overrides={"max_num_seqs": "x"})
     with pytest.raises(sa.ServeArgsError, match="unknown keys"):
         sa.checked_lane(LANES, "500k", overrides={"block_size": 16})
+
+
+# --- extra args may not set what a setting or the lane owns ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "owner"),
+    [
+        (["--max-model-len", "9"], "the lane (-e lane=..., lanes / lane_overrides)"),
+        (["--max_num_seqs=2"], "the lane"),
+        (["--gpu-memory-utilization", "0.9"], "engine_gpu_memory_utilization"),
+        (["--no-enforce-eager"], "engine_enforce_eager"),
+        (["--enforce-eager"], "engine_enforce_eager"),  # owned even where the profile said false (not rendered)
+        (["--node-rank", "1"], "the node's place in the engine group"),
+        (["--headless"], "the rank"),
+    ],
+)
+def test_extra_args_may_not_set_a_flag_another_setting_owns(extra, owner):
+    with pytest.raises(sa.ServeArgsError) as refused:
+        render("gb10", extra_args=extra)
+    message = str(refused.value)
+    assert message.startswith("engine_extra_args sets --")
+    assert f"which {owner}" in message
+    assert "vLLM would take the last of the two silently" in message
+
+
+def test_extra_args_may_set_what_nothing_else_renders():
+    """The nvfp4 profile's own --kv-cache-memory-bytes: no setting renders it there, so it is the profile's."""
+    argv = render("gb10_nvfp4", nnodes=2, extra_args=PROFILES["gb10_nvfp4"]["extra_args"])
+    assert flag(argv, "--kv-cache-memory-bytes") == "6442450944"
+    assert flag(argv, "--moe-backend") == "marlin"
+
+
+def test_an_extra_flag_given_twice_is_refused():
+    with pytest.raises(sa.ServeArgsError, match="engine_extra_args sets --moe-backend twice"):
+        render("gb10", extra_args=["--moe-backend", "marlin", "--moe-backend=triton"])

@@ -112,6 +112,10 @@ BAD_INPUT = {
     "a bad allowed client": (['-e', '{"engine_firewall_allowed_clients": ["10.0.0.0/33"]}'], "entry '10.0.0.0/33' is not an address or network"),
     "a bad environment variable name": (['-e', '{"engine_extra_env": {"NCCL-DEBUG": "INFO"}}'], "Environment variable name 'NCCL-DEBUG' is not valid"),
     "a head outside the engine group": (["-e", "engine_head=spark9"], "engine_head 'spark9' is not a host of engine group 'sparks'"),
+    "a flag the lane owns, in extra args": (
+        ["-e", '{"engine_extra_args": ["--max-model-len", "9"]}'],
+        "engine_extra_args sets --max-model-len, which the lane (-e lane=..., lanes / lane_overrides) owns",
+    ),
 }  # fmt: skip
 
 
@@ -142,6 +146,18 @@ def test_bad_input_fails_in_preflight_and_changes_nothing(bad_input_runs, case):
     assert "TASK [sparkfleet.vllm.host" not in raw  # stopped before the first role that changes anything
     assert set(changed.values()) <= {0}, changed
     assert after == before
+
+
+def test_a_flag_the_images_vllm_does_not_know_is_refused_before_any_rank_stops():
+    """Only vLLM knows its flags: the image's own parser reads every rank's argv on the head, before the stop."""
+    before = _start_times()
+    rc, _, folded, _ = _play("playbooks/lane.yml", "-e", '{"engine_extra_args": ["--not-a-real-flag", "1"]}', inventory=TWO)
+    assert rc != 0
+    assert "refuses the argv of spark1 (rank 0): unrecognized arguments: --not-a-real-flag 1; spark2 (rank 1)" in folded, folded[-3000:]
+    assert "No rank was stopped; the engine that runs now keeps serving" in folded
+    assert "Stop and remove every rank" not in folded
+    assert _start_times() == before
+    assert _completion(key=None).status_code == 200  # still serving (no key set on this engine yet)
 
 
 # --- a rank dies -------------------------------------------------------------------------
