@@ -1,11 +1,15 @@
 # Copyright: sparkfleet developers
 # Apache License 2.0 (see galaxy.yml)
-"""Patches to vLLM: a manifest of unified diffs, checked against the file they were made for.
+"""Patches to vLLM: a manifest of unified diffs and whole files, checked against the file they replace.
 
-A diff applied to another version of its file is a guess, so every patch
-names the vLLM version and the sha256 of its base file, and nothing is
-applied unless the image's file is that file. Applying is GNU patch's job
-(`--dry-run` first); this module decides, names and checks.
+Two kinds, one rule. A diff (`diff:`) is applied on the node to the image's
+own file; a whole file (`file:`, the recipe's way: its patched
+sparse_attn_indexer.py files) replaces it as it is. Either is made against one
+file, so every patch names the vLLM version and the sha256 of its base file,
+and nothing is used unless the image's file is that file. Applying a diff is
+GNU patch's job (`--dry-run` first); this module decides, names and checks.
+A patch may declare the graph guards it provides (`guards:`): a profile that
+runs CUDA graphs on a GPU that needs one is refused without it.
 Pure Python, no Ansible imports.
 """
 
@@ -17,7 +21,16 @@ import re
 import subprocess
 import tempfile
 
-REQUIRED = ("name", "diff", "target", "vllm_version", "base_sha256")
+REQUIRED = ("name", "target", "vllm_version", "base_sha256")
+KINDS = ("diff", "file")
+
+# What each graph guard protects against, for the refusal (profiles[...].cuda_graph_guards names them).
+GRAPH_GUARDS = {
+    "persistent_topk": (
+        "vLLM's persistent_topk kernel needs 128 KB of shared memory per block and SM12x (GB10) has 101,376 B: with CUDA "
+        "graphs on, the engine fails at its first sparse-attention step, after a 12-15 min cold boot (recipe.md)"
+    ),
+}
 
 
 class PatchError(ValueError):
@@ -33,14 +46,18 @@ def public_version(version):
     return str(version).split("+", 1)[0]
 
 
-def select(manifest, names, diffs):
-    """The manifest's entries named by a profile, in the profile's order, each with its diff text.
+def select(manifest, names, texts):
+    """The manifest's entries named by a profile, in the profile's order, each with its text.
 
-    manifest: the parsed manifest.yml ({"patches": [...]}); diffs: {diff file name: text}.
+    manifest: the parsed manifest.yml ({"patches": [...]}); texts: {diff or whole file's name: text}.
+    Adds kind ("diff" or "file"), diff_text or file_text, and entry_sha256.
     """
     entries = {}
     for entry in (manifest or {}).get("patches") or []:
         missing = [key for key in REQUIRED if not entry.get(key)]
+        kinds = [kind for kind in KINDS if entry.get(kind)]
+        if len(kinds) != 1:
+            missing.append("exactly one of diff or file" if not kinds else "only one of diff or file (it has both)")
         if missing:
             raise PatchError(f"patch {entry.get('name', '?')} in patches/manifest.yml lacks {', '.join(missing)}")
         if not re.fullmatch(r"[0-9a-f]{64}", str(entry["base_sha256"])):
@@ -48,19 +65,47 @@ def select(manifest, names, diffs):
         target = str(entry["target"])
         if target.startswith("/") or ".." in target.split("/") or not target.startswith("vllm/"):
             raise PatchError(f"patch {entry['name']}: target {target!r} must be a path under vllm/ (relative)")
+        guards = entry.get("guards", [])
+        if not isinstance(guards, list) or not all(isinstance(guard, str) and guard for guard in guards):
+            raise PatchError(f"patch {entry['name']}: guards must be a list of names (known: {', '.join(sorted(GRAPH_GUARDS))}), got {guards!r}")
         entries[entry["name"]] = entry
     selected = []
     for name in names or []:
         if name not in entries:
             raise PatchError(f"profile patch {name} is not in patches/manifest.yml (known: {', '.join(sorted(entries)) or 'none'})")
         entry = dict(entries[name])
-        if entry["diff"] not in diffs:
-            raise PatchError(f"patch {name}: patches/{entry['diff']} is missing")
-        entry["diff_text"] = diffs[entry["diff"]]
+        entry["kind"] = "diff" if entry.get("diff") else "file"
+        source = entry[entry["kind"]]
+        if source not in texts:
+            raise PatchError(f"patch {name}: patches/{source} is missing")
+        entry[entry["kind"] + "_text"] = texts[source]
         # What the patched file depends on besides the image: a change to any of it is a new file.
-        entry["entry_sha256"] = sha256_text("\n".join([entry["diff_text"], entry["target"], str(entry["vllm_version"]), entry["base_sha256"]]))
+        entry["entry_sha256"] = sha256_text("\n".join([entry["kind"], texts[source], entry["target"], str(entry["vllm_version"]), entry["base_sha256"]]))
         selected.append(entry)
+    targets = [entry["target"] for entry in selected]
+    twice = sorted({target for target in targets if targets.count(target) > 1})
+    if twice:
+        raise PatchError(f"two selected patches replace {', '.join(twice)}: keep one ({', '.join(e['name'] for e in selected if e['target'] in twice)})")
     return selected
+
+
+def missing_graph_guards(required, entries):
+    """The guards of `required` that no selected patch provides, in the order required."""
+    provided = {guard for entry in entries for guard in entry.get("guards", [])}
+    return [guard for guard in required or [] if guard not in provided]
+
+
+def graph_guard_refusal(profile, missing):
+    """Why a profile with CUDA graphs on and a guard missing is refused, and both ways out."""
+    reasons = "; ".join(f"{guard}: {GRAPH_GUARDS.get(guard, 'see the profile')}" for guard in missing)
+    return (
+        f"Profile {profile} runs CUDA graphs (enforce_eager false) and no patch of engine_patches provides the graph "
+        f"guard(s) {', '.join(missing)}. {reasons}. Nothing was changed. Either supply the guard: whole-file patches (the "
+        f"recipe's patched sparse_attn_indexer.py and sparse_attn_indexer_kpool.py) or a diff in your patches/manifest.yml, "
+        f"each with the sha256 of the image's original (playbooks/patch_sources.yml copies the originals out of the image) "
+        f"and guards: [{', '.join(missing)}], named in engine_patches; or set engine_enforce_eager: true (no CUDA graphs: "
+        f"tiny-prompt E2E ~2.4 s instead of ~1.3 s, recipe.md)."
+    )
 
 
 def check_base(entry, vllm_version, base_text):
@@ -81,7 +126,11 @@ def check_base(entry, vllm_version, base_text):
 
 
 def apply(entry, base_text, patch_bin="patch"):
-    """The patched text of base_text, or PatchError with patch's own words. Dry run first."""
+    """The patched text of base_text, or PatchError with patch's own words. Dry run first.
+
+    A whole file is its own result (check_base has already said its base is the image's file)."""
+    if entry.get("kind") == "file":
+        return entry["file_text"]
     with tempfile.TemporaryDirectory(prefix="sparkfleet-patch-") as work:
         base = os.path.join(work, "base.py")
         diff = os.path.join(work, "change.diff")

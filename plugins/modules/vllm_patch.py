@@ -10,15 +10,16 @@ module: vllm_patch
 short_description: Prepare patched vLLM files on a node, to bind-mount into an engine image
 version_added: 0.3.0
 description:
-  - For each patch (from patches/manifest.yml, with its diff), reads the target file and vLLM's version out of
-    the engine image (C(docker run --rm --network none), no vLLM import), refuses when either is not what the
-    patch was made against (nothing is written then), applies the diff with GNU patch (C(--dry-run) first) and
-    writes the result atomically under I(dest_dir), named after the image ID and the manifest entry (diff, target, version, base).
+  - For each patch (from patches/manifest.yml, with its diff or whole file), reads the target file and vLLM's
+    version out of the engine image (C(docker run --rm --network none), no vLLM import), refuses when either is
+    not what the patch was made against (nothing is written then), applies a diff with GNU patch (C(--dry-run)
+    first) or takes a whole file as it is, and writes the result atomically under I(dest_dir), named after the
+    image ID and the manifest entry (kind, text, target, version, base), so an edited patch is a new file.
   - Returns the bind mounts C({src, dest}) for the engine. When every patched file for this image and these
     diffs exists already, the image is not started and nothing changes.
   - Supports check mode.
 requirements:
-  - GNU patch and the docker CLI on the node.
+  - The docker CLI on the node; GNU patch for diffs.
 options:
   image:
     description: The engine image (reference as the engine runs it).
@@ -26,8 +27,8 @@ options:
     required: true
   patches:
     description:
-      - Entries of patches/manifest.yml (name, target, vllm_version, base_sha256) with diff_text and
-        entry_sha256 (the selected_patches filter adds them).
+      - Entries of patches/manifest.yml (name, target, vllm_version, base_sha256) with kind, diff_text or
+        file_text, and entry_sha256 (the selected_patches filter adds them).
     type: list
     elements: dict
     required: true
@@ -39,6 +40,14 @@ options:
     description: The Python inside the image.
     type: str
     default: python3
+  sources:
+    description:
+      - Files to copy out of the image as they are (paths relative to the directory holding C(vllm), e.g.
+        C(vllm/model_executor/layers/sparse_attn_indexer.py)), returned in C(sources) with their sha256, the
+        originals a patch is made against (playbooks/patch_sources.yml). Nothing is written for them.
+    type: list
+    elements: str
+    default: []
 author:
   - sparkfleet developers
 """
@@ -49,6 +58,15 @@ EXAMPLES = r"""
     image: sparkfleet/vllm-cpu:0.32.0
     patches: "{{ engine_patches }}"
   register: patched
+
+- name: Copy the recipe's two files out of the image, to patch them
+  sparkfleet.vllm.vllm_patch:
+    image: ghcr.io/tonyd2wild/vllm-glm53-flash:sm121-v8
+    patches: []
+    sources:
+      - vllm/model_executor/layers/sparse_attn_indexer.py
+      - vllm/model_executor/layers/sparse_attn_indexer_kpool.py
+  register: originals
 """
 
 RETURN = r"""
@@ -67,6 +85,11 @@ vllm_version:
   description: vLLM's version in the image, when the image was read (null when every file existed already).
   returned: success
   type: str
+sources:
+  description: Each file of I(sources) as the image holds it, C({sha256, text}), or null when the image has no such file.
+  returned: when I(sources) is given
+  type: dict
+  sample: {"vllm/model_executor/layers/sparse_attn_indexer.py": {"sha256": "4dc9...", "text": "# SPDX-License-Identifier: ..."}}
 """
 
 import json
@@ -96,6 +119,7 @@ def main():
             "patches": {"type": "list", "elements": "dict", "required": True},
             "dest_dir": {"type": "path", "default": "/opt/sparkfleet/patches"},
             "python": {"type": "str", "default": "python3"},
+            "sources": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )
@@ -110,19 +134,25 @@ def main():
     if os.path.exists(state_file):
         with open(state_file, encoding="utf-8") as handle:
             recorded = json.load(handle)
-    if all(os.path.isfile(path) and path in recorded for path in paths.values()):
+    if not params["sources"] and all(os.path.isfile(path) and path in recorded for path in paths.values()):
         module.exit_json(changed=False, image_id=image_id, vllm_version=None, mounts=[{"src": path, "dest": recorded[path]} for path in paths.values()])
 
     argv = ["docker", "run", "--rm", "--network", "none", "--entrypoint", params["python"], params["image"], "-c", READ_IMAGE]
-    rc, out, err = module.run_command(argv + [entry["target"] for entry in params["patches"]])
+    rc, out, err = module.run_command(argv + [entry["target"] for entry in params["patches"]] + params["sources"])
     if rc != 0:
         module.fail_json(msg=f"Could not read vLLM's files in {params['image']}: {(err or out).strip()[:500]}")
     found = json.loads(out.strip().splitlines()[-1])
+    sources = {
+        target: None if found["files"].get(target) is None else {"sha256": vllm_patches.sha256_text(found["files"][target]), "text": found["files"][target]}
+        for target in params["sources"]
+    }
+    if not params["patches"]:
+        module.exit_json(changed=False, image_id=image_id, vllm_version=found["version"], mounts=[], sources=sources)
     problems = [problem for entry in params["patches"] if (problem := vllm_patches.check_base(entry, found["version"], found["files"].get(entry["target"])))]
     if problems:
         module.fail_json(msg=" | ".join(problems), vllm_version=found["version"])
     try:
-        patch_bin = module.get_bin_path("patch", required=True)
+        patch_bin = module.get_bin_path("patch", required=any(entry.get("kind", "diff") == "diff" for entry in params["patches"]))
         patched = {entry["name"]: vllm_patches.apply(entry, found["files"][entry["target"]], patch_bin) for entry in params["patches"]}
     except vllm_patches.PatchError as error:
         module.fail_json(msg=str(error))
@@ -132,7 +162,7 @@ def main():
             write_atomically(paths[entry["name"]], patched[entry["name"]])
         recorded.update({mount["src"]: mount["dest"] for mount in mounts})
         write_atomically(state_file, json.dumps(recorded, indent=1, sort_keys=True) + "\n")
-    module.exit_json(changed=True, image_id=image_id, vllm_version=found["version"], mounts=mounts)
+    module.exit_json(changed=True, image_id=image_id, vllm_version=found["version"], mounts=mounts, **({"sources": sources} if params["sources"] else {}))
 
 
 def write_atomically(path, text):

@@ -34,6 +34,7 @@ def tarball_names(tmp_path_factory):
         # The engine role reads them from the collection root (engine_patches_dir).
         "patches/manifest.yml",
         "patches/sm12x-persistent-topk-guard.diff",
+        "patches/sm12x-persistent-topk-guard.indexer_topk.py.txt",
         "roles/nccl/files/image_nccl_version.py",
         # The cpu profile builds its image and generates its model from here (paths relative to the root).
         "images/engine-cpu/Dockerfile",

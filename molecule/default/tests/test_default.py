@@ -8,6 +8,7 @@ with the new flags and changes nothing else; stop.yml leaves nothing.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pathlib
@@ -59,12 +60,14 @@ def test_rank_runs_with_lane_flags(host):
     assert container["Config"]["Labels"]["io.sparkfleet.lane"] == "500k"
     assert container["HostConfig"]["NetworkMode"] == "host"
     assert container["HostConfig"]["IpcMode"] == "host"
-    # The cpu profile's patch (patches/manifest.yml), applied on the node and mounted read-only over vLLM's file.
+    # The cpu profile's patch (patches/manifest.yml), a whole file as the recipe mounts its own: written on the
+    # node and mounted read-only over vLLM's file; what the rank's vLLM reads is that file, byte for byte.
     (mount,) = [m for m in container["Mounts"] if m["Destination"] == PATCH_TARGET]
     assert mount["RW"] is False
-    assert mount["Source"].startswith("/opt/sparkfleet/patches/sm12x-persistent-topk-guard/")
-    served = host.check_output(f"sudo docker exec {CONTAINER} grep -c _persistent_capable {PATCH_TARGET}")
-    assert int(served) == 3  # the definition and its two uses
+    assert mount["Source"].startswith("/opt/sparkfleet/patches/sm12x-persistent-topk-guard-file/")
+    served = host.check_output(f"sudo docker exec {CONTAINER} sha256sum {PATCH_TARGET}").split()[0]
+    assert served == hashlib.sha256((REPO / "patches/sm12x-persistent-topk-guard.indexer_topk.py.txt").read_bytes()).hexdigest()
+    assert int(host.check_output(f"sudo docker exec {CONTAINER} grep -c _persistent_capable {PATCH_TARGET}")) == 3  # the definition and its two uses
 
 
 def _node_memory(name):
@@ -349,7 +352,7 @@ def test_a_patch_made_for_another_base_refuses_to_start_anything(tmp_path):
     folded = " ".join(result.stdout.split())
     assert result.returncode != 0
     assert (
-        "patch sm12x-persistent-topk-guard was made against vLLM 0.32.0 (vllm/model_executor/layers/indexer_topk.py sha256 abababababab...),"
+        "patch sm12x-persistent-topk-guard-file was made against vLLM 0.32.0 (vllm/model_executor/layers/indexer_topk.py sha256 abababababab...),"
         " but the image has vLLM 0.32.0+cpu with sha256 4dc91f83043c... Nothing was started."
     ) in folded, folded[-3000:]
     for name in RANKS:

@@ -84,6 +84,9 @@ def _watch_events():
 
 # --- bad input ------------------------------------------------------------------------
 
+# A user's own file for the ranks to mount, put on every node but spark3 (bad_input_runs).
+MOUNTED = "/var/tmp/sparkfleet-test/mounted.py"
+
 # Each fails in preflight, before any node changes (shared with the other issues' checks).
 BAD_INPUT = {
     "unknown lane": (["-e", "lane=300k"], "Unknown lane '300k'. Valid lanes:"),
@@ -116,6 +119,15 @@ BAD_INPUT = {
         ["-e", '{"engine_extra_args": ["--max-model-len", "9"]}'],
         "engine_extra_args sets --max-model-len, which the lane (-e lane=..., lanes / lane_overrides) owns",
     ),
+    "CUDA graphs on SM12x without the persistent_topk guard": (
+        ["-e", "profile=gb10"],
+        "Profile gb10 runs CUDA graphs (enforce_eager false) and no patch of engine_patches provides the graph guard(s) persistent_topk.",
+    ),
+    # MOUNTED is on spark1, spark2 and spark4 only (the bad_input_runs fixture puts it there).
+    "a file of engine_patch_mounts missing on one worker": (
+        ["-e", json.dumps({"engine_patch_mounts": [{"src": MOUNTED, "dest": "/opt/vllm/lib/python3.11/site-packages/vllm/envs.py"}]})],
+        f"spark3 lacks {MOUNTED} of engine_patch_mounts (a missing file becomes a directory",
+    ),
 }  # fmt: skip
 
 
@@ -130,10 +142,16 @@ def _node_state():
 @pytest.fixture(scope="module")
 def bad_input_runs():
     """Every case of the matrix, three at a time (each only reads), between two snapshots of the nodes."""
+    for name in ("spark1", "spark2", "spark4"):
+        _node(name, f"mkdir -p {MOUNTED.rsplit('/', 1)[0]} && echo 'VLLM = 1' > {MOUNTED}")
     before = _node_state()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
-        runs = dict(zip(BAD_INPUT, pool.map(lambda case: _play("site.yml", *BAD_INPUT[case][0], timeout=900), BAD_INPUT), strict=True))
-    return before, runs, _node_state()
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+            runs = dict(zip(BAD_INPUT, pool.map(lambda case: _play("site.yml", *BAD_INPUT[case][0], timeout=900), BAD_INPUT), strict=True))
+        return before, runs, _node_state()
+    finally:
+        for name in RANKS:
+            _node(name, f"rm -rf {MOUNTED.rsplit('/', 1)[0]}")
 
 
 @pytest.mark.parametrize("case", list(BAD_INPUT))
