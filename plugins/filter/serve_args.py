@@ -13,7 +13,8 @@ description:
     into the container command, as a list (never a shell string).
   - Ranks above 0 get C(--headless). The API key is not in argv: the engine role gives it to rank 0 as C(VLLM_API_KEY).
   - The same file provides C(checked_lane), C(engine_tensor_parallel_size),
-    C(engine_env), C(redact_argv), C(redact_env) and C(checked_gmu); see the README of the collection.
+    C(engine_env), C(redact_argv), C(redact_env), C(checked_gmu), and for the engine role's one parse of every lane's argv C(serve_argv_by_lane), C(argv_sets),
+    C(argv_set_sha) and C(accepted_argv_sets); see the README of the collection.
 positional: settings
 options:
   settings:
@@ -79,6 +80,10 @@ class FilterModule:
     def filters(self):
         return {
             "serve_argv": _wrap(serve_args.serve_argv),
+            "serve_argv_by_lane": _wrap(serve_args.serve_argv_by_lane),
+            "argv_sets": _wrap(serve_args.argv_sets),
+            "argv_set_sha": _wrap(serve_args.argv_set_sha),
+            "accepted_argv_sets": _wrap(serve_args.accepted_argv_sets),
             "checked_lane": _wrap(serve_args.checked_lane),
             "engine_tensor_parallel_size": _wrap(serve_args.tensor_parallel_size),
             "engine_env": _wrap(serve_args.engine_env),

@@ -9,6 +9,7 @@ container's command), never a shell string.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 
@@ -254,6 +255,45 @@ def serve_argv(settings, lane, rank, nnodes, master_addr, master_port):
     _flag(argv, "master-port", master_port)
     _flag(argv, "headless", node_rank > 0)
     return argv
+
+
+def serve_argv_by_lane(settings, lanes, rank, nnodes, master_addr, master_port, native_max_model_len=None):
+    """Every valid lane's argv for one rank, {lane name: argv}, without this run's lane_overrides.
+
+    What the image's vLLM parses once for all lanes (roles/engine/files/check_argv.py), so that a later
+    switch to any of them needs no parse. A lane that would not check (above the model's native
+    length, say) is left out: the run that picks it gets the lane's own error."""
+    argvs = {}
+    for name in lanes if isinstance(lanes, dict) else {}:
+        try:
+            lane = checked_lane(lanes, name, native_max_model_len)
+        except ServeArgsError:
+            continue
+        argvs[str(name)] = serve_argv(settings, lane, rank, nnodes, master_addr, master_port)
+    return argvs
+
+
+def argv_sets(current, by_lane_per_rank):
+    """The argv sets the image's vLLM parses in one run: {"current": this run's argv per rank} and, for
+    each lane every rank rendered, that lane's argv per rank (left out where it equals this run's)."""
+    sets = {"current": list(current)}
+    ranks = list(by_lane_per_rank or [])
+    common = set.intersection(*(set(rank) for rank in ranks)) if ranks else set()
+    for lane in sorted(common):
+        argvs = [rank[lane] for rank in ranks]
+        if argvs != sets["current"]:
+            sets[lane] = argvs
+    return sets
+
+
+def argv_set_sha(argvs, image_id):
+    """The name of the head's record that this image's vLLM accepted these argv (one per rank)."""
+    return hashlib.sha256((str(image_id) + json.dumps(argvs, separators=(",", ":"))).encode()).hexdigest()
+
+
+def accepted_argv_sets(verdict):
+    """The names of the sets in check_argv.py's verdict that no rank's parse refused."""
+    return [name for name, ranks in ((verdict or {}).get("sets") or {}).items() if not any(rank.get("error") for rank in ranks)]
 
 
 def redact_argv(argv):

@@ -27,8 +27,10 @@ def check_argv():
 
 
 def _verdict(check_argv, capsys, argvs):
-    check_argv.main(argvs)
-    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    """One set's verdict (what the engine role reads for this run's argv)."""
+    check_argv.main({"current": argvs})
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    return {"vllm": printed["vllm"], "ranks": printed["sets"]["current"]}
 
 
 def test_every_rendered_rank_is_accepted(check_argv, capsys):
@@ -50,3 +52,11 @@ def test_a_bad_value_is_refused_too(check_argv, capsys):
     (rank,) = _verdict(check_argv, capsys, [argv])["ranks"]
     assert "argument --max-num-batched-tokens" in rank["error"]
     assert "'many'" in rank["error"]
+
+
+def test_several_sets_are_parsed_with_one_import(check_argv, capsys):
+    """The engine role sends this run's argv and every lane's; each set gets its own verdict."""
+    check_argv.main({"current": [render("cpu")], "200k": [render("cpu", "200k")], "bad": [render("cpu", extra_args=["--nope"])]})
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert printed["sets"]["current"] == printed["sets"]["200k"] == [{"rank": 0, "error": None}]
+    assert printed["sets"]["bad"] == [{"rank": 0, "error": "unrecognized arguments: --nope"}]

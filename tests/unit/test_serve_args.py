@@ -234,3 +234,38 @@ def test_extra_args_may_set_what_nothing_else_renders():
 def test_an_extra_flag_given_twice_is_refused():
     with pytest.raises(sa.ServeArgsError, match="engine_extra_args sets --moe-backend twice"):
         render("gb10", extra_args=["--moe-backend", "marlin", "--moe-backend=triton"])
+
+
+# --- every lane parsed at once (the engine role's argv check) ---------------------------
+
+
+def test_every_lane_is_rendered_per_rank_and_a_lane_that_does_not_check_is_left_out():
+    lanes = {**LANES, "2m": {"max_model_len": 2_000_000, "max_num_seqs": 1}}
+    by_lane = sa.serve_argv_by_lane(settings_for("gb10"), lanes, 1, 4, HEAD, 29500, native_max_model_len=1_048_576)
+    assert sorted(by_lane) == ["1m", "200k", "500k"]  # 2m is above the model's native length
+    assert by_lane["200k"] == render("gb10", "200k", rank=1)
+    assert flag(by_lane["1m"], "--max-model-len") == "1000000"
+
+
+def test_argv_sets_hold_this_run_and_every_other_lane_all_ranks_had():
+    ranks = range(2)
+    current = [render("cpu", "500k", rank=rank, nnodes=2) for rank in ranks]
+    by_lane = [sa.serve_argv_by_lane(settings_for("cpu"), LANES, rank, 2, HEAD, 29500) for rank in ranks]
+    by_lane[1].pop("1m")  # a lane one rank did not render is not a set
+    sets = sa.argv_sets(current, by_lane)
+    assert sorted(sets) == ["200k", "current"]  # 500k is this run's own argv: not parsed twice
+    assert sets["200k"] == [render("cpu", "200k", rank=rank, nnodes=2) for rank in ranks]
+
+
+def test_the_record_of_a_set_depends_on_the_image_and_every_argv():
+    argvs = [render("cpu", rank=rank) for rank in range(4)]
+    sha = sa.argv_set_sha(argvs, "sha256:aa")
+    assert sha == sa.argv_set_sha([list(argv) for argv in argvs], "sha256:aa")
+    assert sha != sa.argv_set_sha(argvs, "sha256:bb")
+    assert sha != sa.argv_set_sha([*argvs[:3], render("cpu", "200k", rank=3)], "sha256:aa")
+
+
+def test_only_sets_no_rank_refused_are_accepted():
+    verdict = {"vllm": "0.32.0", "sets": {"current": [{"rank": 0, "error": None}], "1m": [{"rank": 0, "error": "bad"}]}}
+    assert sa.accepted_argv_sets(verdict) == ["current"]
+    assert sa.accepted_argv_sets({}) == []

@@ -1,8 +1,10 @@
 """Parse every rank's `vllm serve` argv with the vLLM inside the engine image, before any rank stops.
 
 Passed to `python -c` inside the image by the engine role (nothing is written, no GPU, no network).
-argv[1]: a JSON list of argv lists, one per rank, each starting with "vllm", "serve". Prints one
-JSON line: {"vllm": version, "ranks": [{"rank": i, "error": argparse's message or null}]}.
+argv[1]: a JSON mapping of named argv sets (this run's, and every lane's), each a list of argv lists,
+one per rank, each starting with "vllm", "serve". vLLM is imported once for all of them: the import
+is the cost, a parse is milliseconds. Prints one JSON line:
+{"vllm": version, "sets": {name: [{"rank": i, "error": argparse's message or null}]}}.
 The parser is the one `vllm serve` itself builds, so an unknown, misspelt or renamed flag gets vLLM's
 own words, seconds into a run instead of after a 12-15 minute boot.
 """
@@ -35,8 +37,7 @@ def serve_parser():
     return parser
 
 
-def main(argvs):
-    parser = serve_parser()
+def parse_ranks(parser, argvs):
     ranks = []
     for rank, argv in enumerate(argvs):
         try:
@@ -45,7 +46,13 @@ def main(argvs):
         except ParseRefused as refused:
             error = str(refused)
         ranks.append({"rank": rank, "error": error})
-    print(json.dumps({"vllm": importlib.metadata.version("vllm"), "ranks": ranks}))
+    return ranks
+
+
+def main(argv_sets):
+    parser = serve_parser()
+    sets = {name: parse_ranks(parser, argvs) for name, argvs in argv_sets.items()}
+    print(json.dumps({"vllm": importlib.metadata.version("vllm"), "sets": sets}))
 
 
 if __name__ == "__main__":
