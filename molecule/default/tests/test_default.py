@@ -197,15 +197,21 @@ def test_rerun_on_full_nodes_counts_the_engines_memory_and_leaves_its_gpus_alone
     assert "All-reduce across the engine's nodes, one rank per node" not in out
 
 
-def test_site_ends_with_the_bench_table_and_writes_reports(site_rerun):
-    out, _, _, _, started = site_rerun
+def test_a_rerun_that_relaunched_nothing_does_not_benchmark_again(site_rerun):
+    out = site_rerun[0]
+    assert "smoke benchmark: not run, this run did not relaunch engine sparks (nothing changed)." in out, out[-3000:]
+    assert "Stream the scenarios at each concurrency" not in out
+
+
+def _assert_site_ended_with_the_bench_table_and_wrote_reports(out, started, lane):
+    """site.yml after a launch: the benchmark's table last, and its JSONL, Markdown and PNG under reports/."""
     tail = out[out.rindex("Show the benchmark") :]
     assert "scenario conc ok ttft_s ttft_content_s e2e_s decode_tps content_tps" in tail
     for scenario in ("small", "reasoning"):
         assert re.search(rf"{scenario} [1-3] ([1-3])/\1 \d+\.\d+", tail), tail[:3000]
     assert "skipped" not in tail.split("PLAY RECAP")[0]  # small and reasoning both ran
     reports = REPO / "reports"
-    newest = {ext: max(reports.glob(f"bench-sparks-500k-*.{ext}"), key=lambda p: p.stat().st_mtime) for ext in ("jsonl", "md", "png")}
+    newest = {ext: max(reports.glob(f"bench-sparks-{lane}-*.{ext}"), key=lambda p: p.stat().st_mtime) for ext in ("jsonl", "md", "png")}
     assert all(path.stat().st_mtime >= started for path in newest.values())
     assert len({path.stem for path in newest.values()}) == 1
     markdown = newest["md"].read_text()
@@ -346,7 +352,7 @@ def test_a_patch_made_for_another_base_refuses_to_start_anything(tmp_path):
     manifest = (patches / "manifest.yml").read_text()
     (patches / "manifest.yml").write_text(re.sub(r"base_sha256: [0-9a-f]{64}", "base_sha256: " + "ab" * 32, manifest))
     result = subprocess.run(
-        ["ansible-playbook", "-i", str(INVENTORY), str(REPO / "playbooks/deploy.yml"), "-e", f"engine_patches_dir={patches}"],
+        ["ansible-playbook", "-i", str(INVENTORY), str(REPO / "playbooks/lane.yml"), "-e", f"engine_patches_dir={patches}"],
         cwd=REPO, env=_env(), capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
     folded = " ".join(result.stdout.split())
@@ -362,9 +368,10 @@ def test_a_patch_made_for_another_base_refuses_to_start_anything(tmp_path):
 
 def test_two_spark_layout_deploys_tp2_from_inventory_alone():
     """inventory.example/two-sparks on the simulated nodes (cpu profile): TP=2 at the 262K lane."""
-    two_nodes = REPO / "molecule/resources/inventory-two-node"
+    two_nodes, started = REPO / "molecule/resources/inventory-two-node", time.time()
     output, _ = _run_playbook("site.yml", inventory=two_nodes, hosts=("spark1", "spark2"))
     assert "engine sparks: 2 ranks, lane 262k (262144 x 6)" in output
+    _assert_site_ended_with_the_bench_table_and_wrote_reports(output, started, "262k")
     for name, rank in (("spark1", "0"), ("spark2", "1")):
         args = json.loads(
             subprocess.run(["docker", "exec", name, "docker", "inspect", "-f", "{{json .Args}}", CONTAINER], capture_output=True, text=True, check=True).stdout
