@@ -46,14 +46,19 @@ def _snapshot():
     return {node: _sh(node, command) for node in NODES}
 
 
-def _host_playbook(*extra):
+def _run(playbook, *extra):
+    """(return code, folded stdout, changed per node) of a playbook against the four nodes."""
     env = {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1"}
     result = subprocess.run(
-        ["ansible-playbook", "-i", str(INVENTORY), str(REPO / "playbooks/host.yml"), *extra],
+        ["ansible-playbook", "-i", str(INVENTORY), str(REPO / playbook), *extra],
         cwd=REPO, env=dict(os.environ, **env), capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
     recap = dict(re.findall(r"^(spark\d)\s+:\s+ok=\d+\s+changed=(\d+)", result.stdout, re.M))
     return result.returncode, " ".join(result.stdout.split()), {node: int(count) for node, count in recap.items()}
+
+
+def _host_playbook(*extra):
+    return _run("playbooks/host.yml", *extra)
 
 
 # What converge left, on every node.
@@ -120,27 +125,28 @@ def test_decoy_nccl_on_one_node_is_reported_refused_where_the_engine_loads_it_an
         f"apt-mark unhold libnccl2 libnccl-dev >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -qq -y"
         f" --allow-downgrades libnccl2={DECOY} libnccl-dev={DECOY} >/dev/null && apt-mark hold libnccl2 libnccl-dev >/dev/null",
     )
+    # Three runs that only read, at once: the default (reported), the host's NCCL made the engine's (refused
+    # by the nccl role), and the engine's own check of the libraries its ranks would load (refused by lane.yml).
     before = _snapshot()
-    rc, out, changed = _host_playbook()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+        default = pool.submit(_host_playbook)
+        for_engine = pool.submit(_host_playbook, "-e", "nccl_host_library_for_engine=true")
+        lane = pool.submit(_run, "playbooks/lane.yml", "-e", "engine_nccl_host_library=true")
+    assert _snapshot() == before
+
+    rc, out, changed = default.result()
     assert rc == 0, out[-3000:]
     assert f"spark3: libnccl2 {DECOY} (held), libnccl-dev {DECOY} (held) on the host, not the pinned {NCCL}: left as it is." in out, out[-3000:]
     assert set(changed.values()) == {0}, changed
-    assert _snapshot() == before
 
-    rc, out, _ = _host_playbook("-e", "nccl_host_library_for_engine=true")
+    rc, out, _ = for_engine.result()
     assert rc != 0
     assert f"spark3: libnccl2 {DECOY} is installed and held, not the pinned {NCCL}, and the engine loads the host" in out, out[-3000:]
     assert "(nccl_host_library_for_engine). Nothing was changed on spark3. Replace it with the pinned version (run again with -e nccl_replace" in out
-    assert _snapshot() == before
 
     # The engine's own check, on real dpkg: the ranks would load different libnccl.so.2 bytes.
-    env = {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1"}
-    lane = subprocess.run(
-        ["ansible-playbook", "-i", str(INVENTORY), str(REPO / "playbooks/lane.yml"), "-e", "engine_nccl_host_library=true"],
-        cwd=REPO, env=dict(os.environ, **env), capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
-    folded = " ".join(lane.stdout.split())
-    assert lane.returncode != 0
+    rc, folded, _ = lane.result()
+    assert rc != 0
     # The YAML callback may double the quotes around the engine's name.
     assert re.search(r"The host NCCL libraries of engine '+sparks'+ differ \(sha256 per node:", folded), folded[-3000:]
     assert "Start the workers (headless) first" not in folded
@@ -158,21 +164,23 @@ def test_driver_drift_on_one_node_is_healed_by_a_rerun():
     others would be brought up to it (refused here, installs forbidden). Asked to, the pinned one is loaded again."""
     _sh("spark4", "echo 580.126.09 > /var/lib/sparkfleet-sim/loaded-driver")
     before = _snapshot()
-    rc, out, _ = _host_playbook("-e", "nvidia_driver_install=false")
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:  # both only read before they refuse
+        forbidden = pool.submit(_host_playbook, "-e", "nvidia_driver_install=false")
+        no_reboot = pool.submit(_host_playbook, "-e", "nvidia_driver_allow_downgrade=true", "-e", "nvidia_driver_reboot=false")
+    assert _snapshot() == before
+    rc, out, _ = forbidden.result()
     assert rc != 0
     drift = "drivers differ across the nodes (spark1 580.95.05, spark2 580.95.05, spark3 580.95.05, spark4 580.126.09)"
     for node in ("spark1", "spark2", "spark3"):
         assert f"{node}: {drift}; up to 580.126.09, and installs are forbidden (nvidia_driver_install: false)" in out, out[-3000:]
     assert "spark4: drivers differ" not in out  # never downgraded unless the inventory asks
-    assert _snapshot() == before
     # Downgrades allowed, reboots not: the package is already the pinned one, the loaded driver is not.
-    rc, out, _ = _host_playbook("-e", "nvidia_driver_allow_downgrade=true", "-e", "nvidia_driver_reboot=false")
+    rc, out, _ = no_reboot.result()
     assert rc != 0
     assert (
         "spark4 has driver 580.95.05 installed but 580.126.09 loaded, and reboots are forbidden (nvidia_driver_reboot: false)."
         " Reboot spark4 (sudo reboot), one node at a time, then run again."
     ) in out, out[-3000:]
-    assert _snapshot() == before
     rc, out, changed = _host_playbook("-e", "nvidia_driver_allow_downgrade=true")
     assert rc == 0, out[-3000:]
     assert changed["spark4"] > 0, changed
