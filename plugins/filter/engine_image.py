@@ -12,7 +12,8 @@ description:
   - Takes every node's image ID under the engine's name ("" when absent) and whether the node holds the
     head's ID under any name; returns C({head_id, same, retag, send, different}); see module_utils/engine_image.py.
   - The same file provides C(image_source_warnings) (settings check), C(image_pulled_digest_ok),
-    C(disk_shortfalls), C(image_local_reference) (NAME:TAG without the digest, what every node runs) and
+    C(disk_shortfalls), C(image_local_reference) (NAME:TAG without the digest, what every node runs),
+    C(image_digest_reference) (NAME@sha256:..., what a pull by digest is filed under) and
     C(context_fingerprint) (sha256 of a build context on the controller).
 positional: nodes
 options:
@@ -87,6 +88,14 @@ def context_fingerprint(path):
         raise AnsibleFilterError(str(error)) from error
 
 
+def image_digest_reference(reference):
+    """NAME@sha256:... of a pinned reference (what Docker files a pull by digest under)."""
+    try:
+        return engine_image.digest_reference(reference)
+    except engine_image.ImageSourceError as error:
+        raise AnsibleFilterError(str(error)) from error
+
+
 def image_local_reference(reference):
     """The name every node runs: NAME:TAG without the digest (docker save/load keeps tags, not digests)."""
     try:
@@ -104,4 +113,5 @@ class FilterModule:
             "disk_shortfalls": disk_shortfalls,
             "context_fingerprint": context_fingerprint,
             "image_local_reference": image_local_reference,
+            "image_digest_reference": image_digest_reference,
         }

@@ -50,6 +50,13 @@ def local_reference(reference: str) -> str:
     return "{}:{}".format(parsed["name"], tag)
 
 
+def digest_reference(reference: str) -> str:
+    """NAME@sha256:... where the reference has a digest (else the reference): what Docker files a pull
+    by digest under. It answers NAME:TAG@sha256:... with nothing, the tag of such a pull being ignored."""
+    parsed = parse_reference(reference)
+    return "{}@{}".format(parsed["name"], parsed["digest"]) if parsed["digest"] else reference
+
+
 def check_source(source: str, reference: str, *, require_digest: bool, tarball: str = "", context: str = "") -> list[str]:
     """Validate the image settings before anything moves. Returns warnings; raises on errors."""
     if source not in SOURCES:

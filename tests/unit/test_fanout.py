@@ -239,6 +239,15 @@ def test_references_and_the_name_every_node_runs():
         engine_image.parse_reference("repo:tag@sha256:short")
 
 
+def test_a_pull_by_digest_is_read_back_by_name_and_digest_without_the_tag():
+    """Docker files NAME:TAG@sha256:... under NAME@sha256:... (found on the simulation's registry)."""
+    assert engine_image.digest_reference(PINNED) == "ghcr.io/tonyd2wild/vllm-glm53-flash@" + PINNED.split("@")[1]
+    assert engine_image.digest_reference("192.168.100.6:5000/sparkfleet/vllm-cpu:0.32.0@sha256:" + "cd" * 32) == (
+        "192.168.100.6:5000/sparkfleet/vllm-cpu@sha256:" + "cd" * 32
+    )
+    assert engine_image.digest_reference("registry:5000/team/vllm:1") == "registry:5000/team/vllm:1"
+
+
 def test_a_pull_without_digest_warns_or_is_refused():
     (warning,) = engine_image.check_source("pull", "vllm/vllm-openai:latest", require_digest=False)
     assert "has no digest" in warning
