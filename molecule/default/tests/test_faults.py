@@ -5,6 +5,8 @@ Runs after test_default, whose last test leaves the two-Spark layout's engine
 four on this machine, so the kill-and-heal cases use it. In order:
 - a matrix of bad inputs against the four-node inventory, each failing in
   preflight with nothing changed on any node (the running engine included);
+- a flag the image's vLLM does not know, refused before any rank stops; an
+  edited whole-file patch, which alone relaunches every rank, each serving it;
 - a killed headless rank: status names it; the whole site.yml, re-run at -vvv
   with a vaulted API key and Hugging Face token, heals it, and neither string
   appears in the output, the reports, the head's argv or `ps`;
@@ -20,15 +22,17 @@ four on this machine, so the kill-and-heal cases use it. In order:
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
 import json
 import re
 import secrets
+import shutil
 import subprocess
 import time
 
 import httpx
 import pytest
-from test_default import CONTAINER, HEAD_API, INVENTORY, RANKS, REPO, _env
+from test_default import CONTAINER, HEAD_API, INVENTORY, PATCH_TARGET, RANKS, REPO, _env
 from test_host_stack import _snapshot
 
 API_KEY = "sk-sparkfleet-" + secrets.token_hex(16)
@@ -176,6 +180,23 @@ def test_a_flag_the_images_vllm_does_not_know_is_refused_before_any_rank_stops()
     assert "Stop and remove every rank" not in folded
     assert _start_times() == before
     assert _completion(key=None).status_code == 200  # still serving (no key set on this engine yet)
+
+
+def test_an_edited_whole_file_patch_relaunches_every_rank_which_then_serves_the_edit(tmp_path):
+    """A patch's content is part of the engine's fingerprint: an edit alone relaunches, and it is what vLLM reads."""
+    patches = tmp_path / "patches"
+    shutil.copytree(REPO / "patches", patches)
+    guard = patches / "sm12x-persistent-topk-guard.indexer_topk.py.txt"
+    guard.write_text(guard.read_text() + "\n# edited: test_faults\n")
+    before = _start_times()
+    rc, _, folded, _ = _play("playbooks/lane.yml", "-e", f"engine_patches_dir={patches}", inventory=TWO)
+    assert rc == 0, folded[-3000:]
+    after = _start_times()
+    assert all(after[name] != before[name] for name in PAIR), (before, after)
+    edited = hashlib.sha256(guard.read_bytes()).hexdigest()
+    for name in PAIR:
+        assert _node(name, f"docker exec {CONTAINER} sha256sum {PATCH_TARGET}").split()[0] == edited, name
+    assert _completion(key=None).status_code == 200
 
 
 # --- a rank dies -------------------------------------------------------------------------
