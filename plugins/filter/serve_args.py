@@ -11,7 +11,7 @@ version_added: 0.1.0
 description:
   - Turns the engine settings, a checked lane and the rank's place in the engine
     into the container command, as a list (never a shell string).
-  - Ranks above 0 get C(--headless). The API key is not in argv: the engine role gives it to rank 0 as C(VLLM_API_KEY).
+  - Ranks above 0 get C(--headless). The API key is never in argv; the engine role gives it to rank 0 as C(VLLM_API_KEY).
   - The same file provides C(checked_lane), C(engine_tensor_parallel_size),
     C(engine_env), C(redact_argv), C(redact_env), C(checked_gmu), and for the engine role's one parse of every lane's argv C(serve_argv_by_lane), C(argv_sets),
     C(argv_set_sha) and C(accepted_argv_sets); see the README of the collection.
