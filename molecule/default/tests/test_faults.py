@@ -170,6 +170,11 @@ def test_bad_input_fails_in_preflight_and_changes_nothing(bad_input_runs, case):
     assert after == before
 
 
+def test_the_running_engine_still_serves_after_every_refused_input(bad_input_runs):
+    """The matrix ran against the engine that runs (the two-node one): nothing stopped it, and it answers."""
+    assert _completion(key=None).status_code == 200
+
+
 def test_a_flag_the_images_vllm_does_not_know_is_refused_before_any_rank_stops():
     """Only vLLM knows its flags: the image's own parser reads every rank's argv on the head, before the stop."""
     before = _start_times()
