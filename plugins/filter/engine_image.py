@@ -1,47 +1,11 @@
 # Copyright: sparkfleet developers
 # Apache License 2.0 (see galaxy.yml)
-"""Filters of the engine_image role: settings check, per-node plan, disk room, build-context fingerprint."""
+"""Filters of the engine_image role: settings check, per-node plan, disk room, build-context fingerprint.
+
+Documented per filter in the YAML files beside this one (ansible-doc -t filter sparkfleet.vllm.NAME).
+"""
 
 from __future__ import annotations
-
-DOCUMENTATION = r"""
-name: image_plan
-short_description: Judge every worker's engine image against the head's
-version_added: 0.4.0
-description:
-  - Takes every node's image ID under the engine's name ("" when absent) and whether the node holds the
-    head's ID under any name; returns C({head_id, same, retag, send, different}); see module_utils/engine_image.py.
-  - The same file provides C(image_source_warnings) (settings check), C(image_pulled_digest_ok),
-    C(disk_shortfalls), C(image_local_reference) (NAME:TAG without the digest, what every node runs),
-    C(image_digest_reference) (NAME@sha256:..., what a pull by digest is filed under) and
-    C(context_fingerprint) (sha256 of a build context on the controller).
-positional: nodes
-options:
-  nodes:
-    description: Node name to C({id, holds_head}) (id "" when the node has no image under the engine's name).
-    type: dict
-    required: true
-  head:
-    description: The head's inventory name.
-    type: str
-    required: true
-  members:
-    description: The engine's nodes, head first.
-    type: list
-    elements: str
-    required: true
-"""
-
-EXAMPLES = r"""
-plan: "{{ {'spark1': {'id': 'sha256:aa', 'holds_head': true}, 'spark2': {'id': '', 'holds_head': false}}
-          | sparkfleet.vllm.image_plan('spark1', ['spark1', 'spark2']) }}"
-"""
-
-RETURN = r"""
-_value:
-  description: head_id; same, retag and send (lists of nodes); different (node to its other image ID).
-  type: dict
-"""
 
 from ansible.errors import AnsibleFilterError
 

@@ -1,58 +1,11 @@
 # Copyright: sparkfleet developers
 # Apache License 2.0 (see galaxy.yml)
-"""Filters of the host stack: the cluster's driver plan and NCCL's pin."""
+"""Filters of the host stack: the cluster's driver plan and NCCL's pin.
+
+Documented per filter in the YAML files beside this one (ansible-doc -t filter sparkfleet.vllm.NAME).
+"""
 
 from __future__ import annotations
-
-DOCUMENTATION = r"""
-name: driver_plan
-short_description: Decide which nodes get the pinned NVIDIA driver
-version_added: 0.3.0
-description:
-  - Takes every node's loaded driver (null where none answers) and returns
-    C({install - {node - reason}, version - the version installed there, problems - [message]}); see module_utils/nvidia_driver.py.
-  - The same file provides C(apt_simulation), C(nccl_problems), C(nccl_other_version_report) and C(nccl_conf)
-    (module_utils/nccl_pin.py), and
-    C(driver_versions_offered) (every node's C(apt-cache madison) output to the versions all of them offer).
-positional: loaded
-options:
-  loaded:
-    description: Node name to loaded driver version (or null).
-    type: dict
-    required: true
-  minimum:
-    description: The lowest acceptable driver version.
-    type: str
-    required: true
-  target:
-    description: The pinned version installed where a node needs a driver.
-    type: str
-    required: true
-  installs_allowed:
-    description: Whether the role may install; when not, nodes that need a driver are problems.
-    type: bool
-    default: true
-  available:
-    description:
-      - The driver versions the repository offers on every node (see C(driver_versions_offered)); null when unknown.
-        A cluster whose newest driver is above I(target) converges up to it only where it is offered.
-    type: list
-    elements: str
-  allow_downgrade:
-    description: Bring every node to I(target), downgrading newer ones (and rebooting them). Off, no node is downgraded.
-    type: bool
-    default: false
-"""
-
-EXAMPLES = r"""
-plan: "{{ {'spark1': '580.95.05', 'spark2': None} | sparkfleet.vllm.driver_plan('580.95', '580.95.05') }}"
-"""
-
-RETURN = r"""
-_value:
-  description: The plan.
-  type: dict
-"""
 
 from ansible.errors import AnsibleFilterError
 

@@ -1,61 +1,11 @@
 # Copyright: sparkfleet developers
 # Apache License 2.0 (see galaxy.yml)
-"""Filters: lanes and engine settings -> the argv and environment of a rank."""
+"""Filters: lanes and engine settings -> the argv and environment of a rank.
+
+Documented per filter in the YAML files beside this one (ansible-doc -t filter sparkfleet.vllm.NAME).
+"""
 
 from __future__ import annotations
-
-DOCUMENTATION = r"""
-name: serve_argv
-short_description: Render the C(vllm serve) argv of one engine rank
-version_added: 0.1.0
-description:
-  - Turns the engine settings, a checked lane and the rank's place in the engine
-    into the container command, as a list (never a shell string).
-  - Ranks above 0 get C(--headless). The API key is never in argv; the engine role gives it to rank 0 as C(VLLM_API_KEY).
-  - The same file provides C(checked_lane), C(engine_tensor_parallel_size),
-    C(engine_env), C(redact_argv), C(redact_env), C(checked_gmu), and for the engine role's one parse of every lane's argv C(serve_argv_by_lane), C(argv_sets),
-    C(argv_set_sha) and C(accepted_argv_sets); see the README of the collection.
-positional: settings
-options:
-  settings:
-    description: Engine settings (see the engine role's argument_specs).
-    type: dict
-    required: true
-  lane:
-    description: The lane, as returned by C(checked_lane).
-    type: dict
-    required: true
-  rank:
-    description: The node rank (0 = head).
-    type: int
-    required: true
-  nnodes:
-    description: Number of nodes in the engine.
-    type: int
-    required: true
-  master_addr:
-    description: The head's fabric address.
-    type: str
-    required: true
-  master_port:
-    description: The torch.distributed port on the head.
-    type: int
-    required: true
-"""
-
-EXAMPLES = r"""
-- name: Render rank 1's argv
-  ansible.builtin.debug:
-    msg: "{{ engine_settings | sparkfleet.vllm.serve_argv(lane=engine_lane, rank=1, nnodes=4,
-              master_addr='192.168.100.11', master_port=29500) }}"
-"""
-
-RETURN = r"""
-_value:
-  description: The argv, starting with C(vllm serve MODEL).
-  type: list
-  elements: str
-"""
 
 from ansible.errors import AnsibleFilterError
 

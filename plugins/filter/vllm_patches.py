@@ -5,43 +5,6 @@ controller); the graph guards a profile with CUDA graphs needs, checked against 
 
 from __future__ import annotations
 
-DOCUMENTATION = r"""
-name: selected_patches
-short_description: The manifest entries and diffs of the patches a profile names
-version_added: 0.3.0
-description:
-  - Reads patches/manifest.yml and the named diffs or whole files on the controller and checks the entries
-    (required keys, exactly one of diff or file, a 64-digit base_sha256, a target under vllm/, guards a list).
-    Unknown names, missing files and two patches of one target fail, naming them.
-  - The collection's second patch filter, C(checked_graph_guards), takes these entries, the profile's
-    C(cuda_graph_guards), C(enforce_eager) and the profile's name; it fails with both ways out (supply the guard,
-    or C(engine_enforce_eager=true)) when CUDA graphs are on and a required guard is not provided, else returns
-    the guards provided.
-positional: names
-options:
-  names:
-    description: Patch names, in order.
-    type: list
-    elements: str
-    required: true
-  patches_dir:
-    description: The directory holding manifest.yml, the diffs and the whole files.
-    type: path
-    required: true
-"""
-
-EXAMPLES = r"""
-patches: "{{ ['sm12x-persistent-topk-guard'] | sparkfleet.vllm.selected_patches(role_path ~ '/../../patches') }}"
-guards: "{{ patches | sparkfleet.vllm.checked_graph_guards(['persistent_topk'], false, 'gb10') }}"
-"""
-
-RETURN = r"""
-_value:
-  description: Entries with kind (diff or file), diff_text or file_text, and entry_sha256 (what a patched file depends on) added.
-  type: list
-  elements: dict
-"""
-
 import os
 
 import yaml

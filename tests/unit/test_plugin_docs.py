@@ -22,6 +22,35 @@ def _blocks():
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
             if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) in BLOCKS:
                 yield pytest.param(node.value.value, id=f"{path.parent.name}/{path.stem}:{node.targets[0].id}")
+    # Filters: one YAML file per filter beside the Python file that holds several (ansible-doc reads those).
+    for path in sorted((PLUGINS / "filter").glob("*.yml")):
+        for block, value in yaml.safe_load(path.read_text(encoding="utf-8")).items():
+            yield pytest.param(value if isinstance(value, str) else yaml.safe_dump(value), id=f"filter/{path.stem}.yml:{block}")
+
+
+def _filter_names():
+    """Every filter the collection's filter plugins provide, as Ansible loads them."""
+    import importlib
+
+    names = set()
+    for path in sorted((PLUGINS / "filter").glob("*.py")):
+        module = importlib.import_module(f"ansible_collections.sparkfleet.vllm.plugins.filter.{path.stem}")
+        names.update(module.FilterModule().filters())
+    return names
+
+
+def test_every_filter_has_its_own_documentation_and_no_python_file_hides_it():
+    """A filter .py with DOCUMENTATION would be shown for every filter it holds: the docs are per filter, in YAML."""
+    documented = {path.stem for path in (PLUGINS / "filter").glob("*.yml")}
+    assert _filter_names() == documented
+    for path in (PLUGINS / "filter").glob("*.py"):
+        assigned = {getattr(node.targets[0], "id", None) for node in ast.parse(path.read_text(encoding="utf-8")).body if isinstance(node, ast.Assign)}
+        assert not assigned & set(BLOCKS), path.name
+    for name in documented:
+        doc = yaml.safe_load((PLUGINS / "filter" / f"{name}.yml").read_text(encoding="utf-8"))
+        assert set(doc) == set(BLOCKS), name
+        assert doc["DOCUMENTATION"]["name"] == name
+        assert "_input" in doc["DOCUMENTATION"]["options"], name
 
 
 def _descriptions(doc):
@@ -51,3 +80,27 @@ def test_every_module_has_all_three_blocks():
     for path in sorted((PLUGINS / "modules").glob("*.py")):
         names = {getattr(node.targets[0], "id", None) for node in ast.parse(path.read_text(encoding="utf-8")).body if isinstance(node, ast.Assign)}
         assert set(BLOCKS) <= names, path.name
+
+
+@pytest.mark.parametrize("plugin_type", ["module", "filter", "inventory"])
+def test_ansible_doc_shows_every_plugin(plugin_type):
+    """The real ansible-doc, as a user runs it, for every plugin of the type (one process per type)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    folder = {"module": "modules", "filter": "filter", "inventory": "inventory"}[plugin_type]
+    suffix = "yml" if plugin_type == "filter" else "py"
+    names = sorted(path.stem for path in (PLUGINS / folder).glob(f"*.{suffix}") if path.stem != "__init__")
+    repo = PLUGINS.parent
+    result = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "ansible-doc"), "-t", plugin_type, "--json", *[f"sparkfleet.vllm.{name}" for name in names]],
+        cwd=repo, env=dict(os.environ, ANSIBLE_CONFIG=str(repo / "ansible.cfg")), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    shown = json.loads(result.stdout)
+    assert sorted(shown) == [f"sparkfleet.vllm.{name}" for name in names]
+    for name, entry in shown.items():
+        assert entry["doc"]["short_description"], name
+        assert entry["doc"].get("description"), name
