@@ -8,6 +8,7 @@ DOCUMENTATION = r"""
 name: cluster_env
 short_description: Use the reference recipe's cluster.env as an inventory
 version_added: 0.1.0
+author: sparkfleet developers (@sparkfleet)
 description:
   - Reads the recipe's C(scripts/cluster.env) (KEY=value lines, quoted lists, comments) without running it
     as shell; C($(...)), backticks, variables and other shell constructs are refused with the line number.

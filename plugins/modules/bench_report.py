@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: bench_report
 short_description: Write a streaming benchmark's Markdown report and PNG plot
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Takes the I(waves) returned by M(sparkfleet.vllm.stream_bench) and writes a Markdown report laid out
     like the recipe's BENCH.md (per scenario, one row per concurrency, the published reference beside it
@@ -54,7 +54,7 @@ options:
     type: path
     required: true
 author:
-  - sparkfleet developers
+  - sparkfleet developers (@sparkfleet)
 """
 
 EXAMPLES = r"""

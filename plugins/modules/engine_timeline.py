@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: engine_timeline
 short_description: Where a launch's time went, rank by rank, up to the first streamed token
-version_added: 0.6.0
+version_added: 0.1.0
 description:
   - Runs on the head right after C(/health) first answered. Sends one streamed chat completion (the first
     request the new engine serves, so it pays for anything done lazily at the first request) and takes the
@@ -58,7 +58,7 @@ notes:
     comparable; the workers' stamps depend on the nodes' clocks agreeing (preflight checks time sync).
 extends_documentation_fragment:
   - sparkfleet.vllm.engine_api
-author: sparkfleet developers
+author: sparkfleet developers (@sparkfleet)
 """
 
 EXAMPLES = r"""

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: engine_watch
 short_description: Apply the recipe's recovery rule to one health probe of the engine
-version_added: 0.5.0
+version_added: 0.1.0
 description:
   - Runs on the head. Keeps, in I(state_dir), how many probes in a row failed and when the engine was last
     relaunched, and appends every event (failure, relaunch, cap reached, recovery, outcome of a relaunch)
@@ -47,7 +47,7 @@ options:
     default: ""
 notes:
   - Check mode reports the decision without writing the state or the log.
-author: sparkfleet developers
+author: sparkfleet developers (@sparkfleet)
 """
 
 EXAMPLES = r"""

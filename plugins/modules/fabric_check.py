@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: fabric_check
 short_description: Check a node's RDMA fabric before an NCCL engine starts
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Reads sysfs only. For each HCA, the port state (must be ACTIVE) and the first IPv4-mapped RoCE v2 GID
     in indices 0-15 (the index C(NCCL_IB_GID_INDEX=auto) picks); for each fabric interface, its operstate,
@@ -51,7 +51,7 @@ options:
     type: bool
     default: false
 author:
-  - sparkfleet developers
+  - sparkfleet developers (@sparkfleet)
 """
 
 EXAMPLES = r"""

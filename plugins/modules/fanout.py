@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: fanout
 short_description: One hop of a chained stream from the head to the workers (image or weights fan-out)
-version_added: 0.4.0
+version_added: 0.1.0
 description:
   - The head runs I(source_command) and sends its output to the first worker; each worker receives on
     I(listen), feeds what it receives to I(sink_command) and forwards it to the next worker at once. The
@@ -60,7 +60,7 @@ options:
     type: bool
     default: false
 author:
-  - sparkfleet developers
+  - sparkfleet developers (@sparkfleet)
 """
 
 EXAMPLES = r"""

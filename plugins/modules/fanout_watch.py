@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: fanout_watch
 short_description: Show a running fan-out's progress on the controller until it ends
-version_added: 0.4.0
+version_added: 0.1.0
 description:
   - Reads the status file that the head's C(fanout) hop rewrites and prints one line every I(interval_s)
     (chain, GiB so far, percentage, MB/s) while the transfer runs; transfers shorter than I(quiet_s) print
@@ -37,7 +37,7 @@ options:
     type: float
     default: 5
 author:
-  - sparkfleet developers
+  - sparkfleet developers (@sparkfleet)
 """
 
 EXAMPLES = r"""

@@ -137,7 +137,7 @@ options:
     description: The engine's log (or its KV lines); its C(KV cache size) print is compared with the prediction.
     type: str
 author:
-  - sparkfleet developers
+  - sparkfleet developers (@sparkfleet)
 """
 
 EXAMPLES = r"""

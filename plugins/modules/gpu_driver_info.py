@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: gpu_driver_info
 short_description: Read the NVIDIA driver a node has loaded, from nvidia-smi
-version_added: 0.3.0
+version_added: 0.1.0
 description:
   - Runs C(nvidia-smi) (the default table, which every driver prints) and returns the loaded driver and
     CUDA versions and the GPUs. On a GB10 the memory fields read C(Not Supported) and are returned as
@@ -23,7 +23,7 @@ options:
     type: str
     default: nvidia-smi
 author:
-  - sparkfleet developers
+  - sparkfleet developers (@sparkfleet)
 """
 
 EXAMPLES = r"""

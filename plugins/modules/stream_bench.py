@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: stream_bench
 short_description: Streaming benchmark of a vLLM chat endpoint, with thresholds
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Streams C(/v1/chat/completions) with C(stream_options.include_usage) (httpx, asyncio) for each
     scenario and each concurrency level, after one warm-up request per scenario.
@@ -85,7 +85,7 @@ options:
 extends_documentation_fragment:
   - sparkfleet.vllm.engine_api
 author:
-  - sparkfleet developers
+  - sparkfleet developers (@sparkfleet)
 """
 
 EXAMPLES = r"""

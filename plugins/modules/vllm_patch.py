@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: vllm_patch
 short_description: Prepare patched vLLM files on a node, to bind-mount into an engine image
-version_added: 0.3.0
+version_added: 0.1.0
 description:
   - For each patch (from patches/manifest.yml, with its diff or whole file), reads the target file and vLLM's
     version out of the engine image (C(docker run --rm --network none), no vLLM import), refuses when either is
@@ -49,7 +49,7 @@ options:
     elements: str
     default: []
 author:
-  - sparkfleet developers
+  - sparkfleet developers (@sparkfleet)
 """
 
 EXAMPLES = r"""

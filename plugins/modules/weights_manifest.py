@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: weights_manifest
 short_description: Make the weights' sha256 manifest on the head; check a node against it; commit received files
-version_added: 0.4.0
+version_added: 0.1.0
 description:
   - C(state=build) (the head) lists every file of the weights directory with its size and sha256 and writes
     the manifest beside the weights (C(.sparkfleet-manifest.json) in the directory).
@@ -47,7 +47,7 @@ options:
     type: bool
     default: false
 author:
-  - sparkfleet developers
+  - sparkfleet developers (@sparkfleet)
 """
 
 EXAMPLES = r"""
