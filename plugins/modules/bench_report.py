@@ -53,6 +53,17 @@ options:
     description: Where to write the PNG plot.
     type: path
     required: true
+attributes:
+  check_mode:
+    support: full
+    details: Writes nothing in check mode.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+    details: A report is an output of the run, never reported as a change of the host.
+extends_documentation_fragment:
+  - sparkfleet.vllm.attributes
 author:
   - sparkfleet developers (@sparkfleet)
 """

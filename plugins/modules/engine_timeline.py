@@ -56,7 +56,17 @@ notes:
   - Check mode builds nothing and writes nothing.
   - The node's clock and Docker's stamps are the same clock (the head's), so the phases and the first token are
     comparable; the workers' stamps depend on the nodes' clocks agreeing (preflight checks time sync).
+attributes:
+  check_mode:
+    support: partial
+    details: Check mode reads nothing and returns an empty timeline.
+  diff_mode:
+    support: N/A
+    details: It only reads.
+  idempotent:
+    support: full
 extends_documentation_fragment:
+  - sparkfleet.vllm.attributes
   - sparkfleet.vllm.engine_api
 author: sparkfleet developers (@sparkfleet)
 """

@@ -47,6 +47,17 @@ options:
     default: ""
 notes:
   - Check mode reports the decision without writing the state or the log.
+attributes:
+  check_mode:
+    support: full
+    details: Returns the decision without recording the probe.
+  diff_mode:
+    support: none
+  idempotent:
+    support: none
+    details: Each call records one probe; the failure count and the event log move on.
+extends_documentation_fragment:
+  - sparkfleet.vllm.attributes
 author: sparkfleet developers (@sparkfleet)
 """
 

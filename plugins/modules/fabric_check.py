@@ -50,6 +50,9 @@ options:
     description: Return the findings without failing.
     type: bool
     default: false
+extends_documentation_fragment:
+  - sparkfleet.vllm.attributes
+  - sparkfleet.vllm.attributes.READ_ONLY
 author:
   - sparkfleet developers (@sparkfleet)
 """

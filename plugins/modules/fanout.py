@@ -59,6 +59,16 @@ options:
         (docker load verifies layer digests, the weights' manifest their sha256).
     type: bool
     default: false
+attributes:
+  check_mode:
+    support: none
+  diff_mode:
+    support: none
+  idempotent:
+    support: none
+    details: Every call sends; the roles call it only for nodes that lack the artifact.
+extends_documentation_fragment:
+  - sparkfleet.vllm.attributes
 author:
   - sparkfleet developers (@sparkfleet)
 """

@@ -36,6 +36,9 @@ options:
     description: Print nothing before this many seconds.
     type: float
     default: 5
+extends_documentation_fragment:
+  - sparkfleet.vllm.attributes
+  - sparkfleet.vllm.attributes.READ_ONLY
 author:
   - sparkfleet developers (@sparkfleet)
 """

@@ -136,6 +136,9 @@ options:
   engine_log:
     description: The engine's log (or its KV lines); its C(KV cache size) print is compared with the prediction.
     type: str
+extends_documentation_fragment:
+  - sparkfleet.vllm.attributes
+  - sparkfleet.vllm.attributes.READ_ONLY
 author:
   - sparkfleet developers (@sparkfleet)
 """

@@ -22,6 +22,9 @@ options:
     description: The nvidia-smi command (a name on PATH or a path).
     type: str
     default: nvidia-smi
+extends_documentation_fragment:
+  - sparkfleet.vllm.attributes
+  - sparkfleet.vllm.attributes.READ_ONLY
 author:
   - sparkfleet developers (@sparkfleet)
 """

@@ -82,7 +82,18 @@ options:
   jsonl_path:
     description: Write every request's figures here as JSON lines (on the host that runs the module).
     type: path
+attributes:
+  check_mode:
+    support: full
+    details: Check mode sends no request.
+  diff_mode:
+    support: N/A
+    details: Changes nothing on any host.
+  idempotent:
+    support: full
+    details: Sends requests but changes no state; never reports a change.
 extends_documentation_fragment:
+  - sparkfleet.vllm.attributes
   - sparkfleet.vllm.engine_api
 author:
   - sparkfleet developers (@sparkfleet)

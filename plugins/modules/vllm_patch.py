@@ -48,6 +48,16 @@ options:
     type: list
     elements: str
     default: []
+attributes:
+  check_mode:
+    support: full
+    details: Says which patched files it would write and writes none.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+extends_documentation_fragment:
+  - sparkfleet.vllm.attributes
 author:
   - sparkfleet developers (@sparkfleet)
 """

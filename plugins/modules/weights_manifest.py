@@ -46,6 +46,16 @@ options:
     description: Re-hash every file, not only those whose size or mtime changed.
     type: bool
     default: false
+attributes:
+  check_mode:
+    support: full
+    details: Hashes and compares; stores no manifest and commits no file.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+extends_documentation_fragment:
+  - sparkfleet.vllm.attributes
 author:
   - sparkfleet developers (@sparkfleet)
 """

@@ -104,3 +104,10 @@ def test_ansible_doc_shows_every_plugin(plugin_type):
     for name, entry in shown.items():
         assert entry["doc"]["short_description"], name
         assert entry["doc"].get("description"), name
+        if plugin_type == "module":  # through the sparkfleet.vllm.attributes fragment, each with its support
+            attributes = entry["doc"].get("attributes") or {}
+            assert {key: attributes.get(key, {}).get("support") in ("full", "partial", "none", "N/A") for key in ("check_mode", "diff_mode", "idempotent")} == {
+                "check_mode": True,
+                "diff_mode": True,
+                "idempotent": True,
+            }, name
