@@ -39,6 +39,8 @@ lint: $(VENV)/.installed
 	ruff check plugins tests images molecule benchmarks
 	ruff format --check plugins tests images molecule benchmarks
 	ansible-lint --profile production
+	antsibull-changelog lint
+	antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml
 
 unit: $(VENV)/.installed $(VENV)/.vllm-installed
 	pytest -q tests/unit
