@@ -35,4 +35,5 @@ class FilterModule:
             "checked_bind_address": _wrap(access.checked_bind_address),
             "checked_ports": _wrap(access.checked_ports),
             "checked_client_networks": _wrap(access.checked_client_networks),
+            "firewall_delete_argv": _wrap(access.firewall_delete_argv),
         }

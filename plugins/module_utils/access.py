@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import shlex
 
 MIN_API_KEY_LENGTH = 16
 # The comment every rule of ours carries: how the role finds (and removes) them again.
@@ -108,3 +109,13 @@ def firewall_rules(api_port, cluster_ports, cluster_addresses, clients):
     for rule in rules:
         rule["comment"] = f"{FIREWALL_COMMENT}: {rule['port']} from {rule['source'] or 'anywhere'} ({rule.pop('why')})"
     return rules
+
+
+def firewall_delete_argv(rule_line):
+    """One line of `iptables -S` (an -A command) as the argv that deletes that rule: its own words after -D.
+
+    Split as a shell would split it (the comment is quoted), without a shell: nothing in the line runs."""
+    words = shlex.split(rule_line)
+    if len(words) < 2 or words[0] != "-A":
+        raise AccessError(f"{rule_line!r} is not a rule line of `iptables -S` (it starts with -A CHAIN).")
+    return ["-D", *words[1:]]

@@ -156,3 +156,14 @@ def test_firewall_rules_admit_the_cluster_everywhere_and_clients_to_the_api_only
     ]  # fmt: skip
     assert all(rule["comment"].startswith("sparkfleet: ") for rule in rules)
     assert len({rule["comment"] for rule in rules}) == len(rules)  # each rule is found again by its comment
+
+
+def test_a_printed_rule_becomes_the_argv_that_deletes_it_without_a_shell():
+    line = '-A INPUT -s 192.168.100.11/32 -p tcp -m tcp --dport 8000 -m comment --comment "sparkfleet:api from 192.168.100.11" -j ACCEPT'
+    assert access.firewall_delete_argv(line) == [
+        "-D", "INPUT", "-s", "192.168.100.11/32", "-p", "tcp", "-m", "tcp", "--dport", "8000",
+        "-m", "comment", "--comment", "sparkfleet:api from 192.168.100.11", "-j", "ACCEPT",
+    ]  # fmt: skip
+    assert access.firewall_delete_argv('-A INPUT -m comment --comment "sparkfleet:x; rm -rf /" -j DROP')[5] == "sparkfleet:x; rm -rf /"
+    with pytest.raises(access.AccessError, match="is not a rule line"):
+        access.firewall_delete_argv("-P INPUT ACCEPT")
