@@ -39,10 +39,10 @@ ALLREDUCE = REPO / "roles/preflight/files/allreduce_check.py"
 NCCL_PROBE = REPO / "roles/nccl/files/image_nccl_version.py"
 # preflight's defaults (roles/preflight/defaults/main.yml): preflight_clock_check.min_mhz
 CLOCK_MIN_MHZ = 1500
-# The gb10 profile's NCCL settings, as the ranks get them (group_vars/all/nccl.yml), minus what needs RDMA
+# The gb10 profile's NCCL settings, as the ranks get them (playbooks/group_vars/all/nccl.yml), minus what needs RDMA
 # hardware this machine lacks: NCCL_NET=IB and NCCL_IB_* (no HCA), and the derived NCCL_IB_HCA,
 # NCCL_SOCKET_IFNAME (the Spark's interface names) and NCCL_IB_GID_INDEX (resolved from the HCA).
-NCCL_FILE = REPO / "group_vars/all/nccl.yml"
+NCCL_FILE = REPO / "playbooks/group_vars/all/nccl.yml"
 NEEDS_RDMA = ("NCCL_IB_",)
 
 
@@ -57,6 +57,11 @@ def gb10_nccl_settings() -> tuple[dict, list[str]]:
 
 
 def env_with_collection(extra: dict | None = None) -> dict:
+    # The repository as ansible_collections/sparkfleet/vllm (make makes this link; a device machine's copy lacks it).
+    link = REPO / "collections/ansible_collections/sparkfleet/vllm"
+    if not link.exists():
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to("../../..")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "collections"), os.environ.get("PYTHONPATH", "")])))
     # NVLink multicast stays off wherever the machine set it (shared GPUs): never unset here.
     env.update(extra or {})

@@ -38,7 +38,7 @@ def chunks(name):
 
 
 def test_thinking_off_all_content():
-    rec, _ = replay("thinking_off")
+    rec, _unused = replay("thinking_off")
     got = rec.result()
     data = chunks("thinking_off")
     token_times = [t for t, c in data if c["choices"] and "role" not in c["choices"][0]["delta"] and c["choices"][0]["delta"]]
@@ -100,7 +100,7 @@ def test_reasoning_then_content_rates_do_not_mix():
 
 
 def test_reasoning_content_spelling_is_read():
-    new, _ = replay("thinking_on")
+    new, _unused = replay("thinking_on")
     old, header = replay("reasoning_content")
     assert "derived" in header
     assert old.reasoning_chunks == new.reasoning_chunks > 0
@@ -108,22 +108,22 @@ def test_reasoning_content_spelling_is_read():
 
 
 def test_usage_chunk_with_empty_choices_is_read():
-    rec, _ = replay("thinking_off")
-    usage_chunk = [c for _, c in chunks("thinking_off") if c.get("usage")]
+    rec, _unused = replay("thinking_off")
+    usage_chunk = [c for _unused, c in chunks("thinking_off") if c.get("usage")]
     assert usage_chunk
     assert usage_chunk[0]["choices"] == []
     assert rec.usage == usage_chunk[0]["usage"]
 
 
 def test_closed_early_is_an_error_not_a_zero():
-    got, _ = replay("closed_early")
+    got, _unused = replay("closed_early")
     figures = got.result()
     assert not figures["ok"]
     assert "closed the stream before [DONE]" in figures["error"]
 
 
 def test_error_mid_stream_keeps_the_message_and_code():
-    got, _ = replay("error_midstream")
+    got, _unused = replay("error_midstream")
     figures = got.result()
     assert not figures["ok"]
     assert figures["status"] == 400
@@ -220,7 +220,7 @@ def test_failed_requests_are_tolerated_where_the_published_table_had_them():
 
 
 def test_the_gb10_profiles_leave_ok_ratio_to_the_published_table():
-    profiles = yaml.safe_load((REPO / "group_vars/all/profiles.yml").read_text())["profiles"]
+    profiles = yaml.safe_load((REPO / "playbooks/group_vars/all/profiles.yml").read_text())["profiles"]
     for scenario, limits in (profiles["gb10"]["bench"]["thresholds"] or {}).items():
         assert "ok_ratio_min" not in limits, scenario
     assert profiles["gb10"]["bench"]["reference_mtp_k"] == 3

@@ -196,7 +196,7 @@ def test_graphs_on_without_the_guard_are_refused_naming_both_ways_out():
 
 
 def test_the_profiles_that_run_graphs_on_sm12x_declare_the_guard():
-    profiles = yaml.safe_load((REPO / "group_vars/all/profiles.yml").read_text())["profiles"]
+    profiles = yaml.safe_load((REPO / "playbooks/group_vars/all/profiles.yml").read_text())["profiles"]
     assert profiles["gb10"]["enforce_eager"] is False
     assert profiles["gb10"]["cuda_graph_guards"] == ["persistent_topk"]
     assert profiles["gb10_nvfp4"]["cuda_graph_guards"] == ["persistent_topk"]  # eager as published; graphs would need it

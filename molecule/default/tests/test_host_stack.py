@@ -92,7 +92,7 @@ def test_driver_is_loaded_and_docker_has_the_nvidia_runtime(host):
 
 def test_nccl_conf_holds_the_clusters_settings(host):
     conf = host.file("/etc/nccl.conf").content_string
-    group_vars = yaml.safe_load((REPO / "group_vars/all/nccl.yml").read_text())
+    group_vars = yaml.safe_load((REPO / "playbooks/group_vars/all/nccl.yml").read_text())
     for key, value in group_vars["nccl_settings"].items():
         assert f"\n{key}={value}\n" in conf, key
     assert "\nNCCL_SOCKET_IFNAME=eth0\n" in conf  # the simulation's fabric interface

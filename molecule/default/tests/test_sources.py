@@ -33,7 +33,7 @@ CPU_IMAGE = "sparkfleet/vllm-cpu:0.32.0"
 PUSHED = f"{REGISTRY}/sparkfleet/vllm-cpu:0.32.0"
 WORKERS = ("spark2", "spark3", "spark4")
 STANDIN = REPO / "molecule/resources/doubles/hf_hub_standin.py"
-WEIGHTS = "/var/tmp/sparkfleet/models/tiny-glm"  # the cpu profile's generated weights (group_vars/all/profiles.yml)
+WEIGHTS = "/var/tmp/sparkfleet/models/tiny-glm"  # the cpu profile's generated weights (playbooks/group_vars/all/profiles.yml)
 
 
 def _node(name, command, check=True):
