@@ -34,6 +34,7 @@ class FilterModule:
             "argv_sets": _wrap(serve_args.argv_sets),
             "argv_set_sha": _wrap(serve_args.argv_set_sha),
             "accepted_argv_sets": _wrap(serve_args.accepted_argv_sets),
+            "rank_restart_diff": _wrap(serve_args.rank_restart_diff),
             "checked_lane": _wrap(serve_args.checked_lane),
             "engine_tensor_parallel_size": _wrap(serve_args.tensor_parallel_size),
             "engine_env": _wrap(serve_args.engine_env),

@@ -296,6 +296,46 @@ def accepted_argv_sets(verdict):
     return [name for name, ranks in ((verdict or {}).get("sets") or {}).items() if not any(rank.get("error") for rank in ranks)]
 
 
+def _argv_lines(argv):
+    """argv as one line per flag with its value (``vllm serve MODEL`` first), for a readable diff."""
+    lines, words = [], [str(word) for word in argv or []]
+    for word in words:
+        if word.startswith("--") or not lines:
+            lines.append(word)
+        else:
+            lines[-1] += " " + word
+    return lines
+
+
+def rank_restart_diff(running, wanted):
+    """What differs between a running rank and this run's, as unified-diff lines (secrets redacted).
+
+    Each side: {argv, env, image, volumes}; the running side as Docker reports the container (env may be
+    its list of KEY=value, holding the image's own variables too: only the variables this run sets are
+    compared). argv one flag per line, then the image, the mounts and the environment; [] when nothing
+    differs. The dry run (--check) shows this for every rank it would restart."""
+    import difflib
+
+    def as_dict(env):
+        if isinstance(env, dict):
+            return dict(env)
+        return dict(item.split("=", 1) if "=" in item else (item, "") for item in env or [])
+
+    keys = set(as_dict(wanted.get("env")))
+
+    def text(side):
+        env = {key: value for key, value in as_dict(side.get("env")).items() if key in keys}
+        shown = redact_env(env)
+        return (
+            _argv_lines(redact_argv(side.get("argv")))
+            + [f"image {side.get('image') or '(none)'}"]
+            + [f"mount {volume}" for volume in sorted(side.get("volumes") or [])]
+            + [f"{key}={shown[key]}" for key in sorted(shown)]
+        )
+
+    return list(difflib.unified_diff(text(running or {}), text(wanted), "running", "this run", lineterm="", n=0))
+
+
 def redact_argv(argv):
     """A copy of argv with secret values replaced, for logs and reports."""
     shown = list(argv)

@@ -11,8 +11,8 @@ import yaml
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import serve_args as sa
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-LANES = yaml.safe_load((REPO / "group_vars/all/lanes.yml").read_text())["lanes"]
-PROFILES = yaml.safe_load((REPO / "group_vars/all/profiles.yml").read_text())["profiles"]
+LANES = yaml.safe_load((REPO / "playbooks/group_vars/all/lanes.yml").read_text())["lanes"]
+PROFILES = yaml.safe_load((REPO / "playbooks/group_vars/all/profiles.yml").read_text())["profiles"]
 HEAD = "192.168.100.11"
 
 
@@ -269,3 +269,27 @@ def test_only_sets_no_rank_refused_are_accepted():
     verdict = {"vllm": "0.32.0", "sets": {"current": [{"rank": 0, "error": None}], "1m": [{"rank": 0, "error": "bad"}]}}
     assert sa.accepted_argv_sets(verdict) == ["current"]
     assert sa.accepted_argv_sets({}) == []
+
+
+def test_the_dry_runs_diff_names_the_flags_variables_image_and_mounts_that_changed_and_hides_secrets():
+    running = {
+        "argv": render("gb10", "500k"),
+        "env": ["PATH=/usr/bin", "VLLM_API_KEY=sk-old", "NCCL_DEBUG=WARN"],
+        "image": "sha256:aa",
+        "volumes": ["/opt/p/1:/x:ro"],
+    }
+    wanted = {"argv": render("gb10", "1m"), "env": {"VLLM_API_KEY": "sk-new", "NCCL_DEBUG": "INFO"},
+              "image": "sha256:aa", "volumes": ["/opt/p/2:/x:ro"]}  # fmt: skip
+    diff = sa.rank_restart_diff(running, wanted)
+    assert diff[:2] == ["--- running", "+++ this run"]
+    changed = [line for line in diff[2:] if line[:1] in "+-"]
+    assert "---max-model-len 500000" in changed
+    assert "+--max-model-len 1000000" in changed
+    assert "-NCCL_DEBUG=WARN" in changed
+    assert "+NCCL_DEBUG=INFO" in changed
+    assert "-mount /opt/p/1:/x:ro" in changed
+    assert "+mount /opt/p/2:/x:ro" in changed
+    assert not [line for line in diff if "PATH=" in line or "image " in line]  # the image's own variables; the same image
+    assert not [line for line in diff if "sk-" in line]  # the key changed, its values are never shown
+    same = {**wanted, "argv": list(wanted["argv"])}
+    assert sa.rank_restart_diff(same, wanted) == []
