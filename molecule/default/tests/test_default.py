@@ -15,6 +15,7 @@ import pathlib
 import re
 import shutil
 import subprocess
+import tarfile
 import time
 
 import httpx
@@ -27,7 +28,7 @@ RANKS = {"spark1": 0, "spark2": 1, "spark3": 2, "spark4": 3}
 HEAD_API = "http://192.168.100.11:8000"
 LANES = {"500k": ("500000", "5"), "200k": ("200000", "15"), "1m": ("1000000", "3")}
 GIB = 1024**3
-# The cpu profile (group_vars/all/profiles.yml): KV = gmu x the node's memory cgroup limit - non_kv_gib.
+# The cpu profile (playbooks/group_vars/all/profiles.yml): KV = gmu x the node's memory cgroup limit - non_kv_gib.
 GMU, NON_KV_GIB = 0.85, {"head": 1.2, "worker": 1.0}
 PATCH_TARGET = "/opt/vllm/lib/python3.11/site-packages/vllm/model_executor/layers/indexer_topk.py"
 
@@ -164,14 +165,59 @@ CLUSTER_ENV = REPO / "molecule/resources/inventory-cluster-env/cluster.env"
 
 
 @pytest.fixture(scope="module")
-def site_rerun():
-    """site.yml once more with nothing changed, from the recipe's cluster.env (the cluster_env inventory
-    plugin) rather than hosts.yml: one run proves both that a re-run restarts nothing and that cluster.env
-    describes the same engine (any difference would relaunch it). (folded stdout, changed per host, ranks'
-    start times before and after, when it started.) molecule's idempotence step re-ran converge just before."""
+def installed_collection(tmp_path_factory):
+    """The collection as a user gets it: the tarball `ansible-galaxy collection build` makes, installed into an
+    empty collections path. (collections path, the tarball's members.)"""
+    directory = tmp_path_factory.mktemp("collection")
+    subprocess.run(["ansible-galaxy", "collection", "build", "--output-path", str(directory), str(REPO)], cwd=directory, check=True, capture_output=True)
+    (tarball,) = directory.glob("sparkfleet-vllm-*.tar.gz")
+    collections = directory / "collections"
+    subprocess.run(
+        ["ansible-galaxy", "collection", "install", "--no-deps", "-p", str(collections), str(tarball)],
+        cwd=directory, env={k: v for k, v in os.environ.items() if k != "ANSIBLE_CONFIG"}, check=True, capture_output=True,
+    )  # fmt: skip
+    with tarfile.open(tarball) as archive:
+        members = archive.getmembers()
+    return collections, members
+
+
+def _run_installed(collections, playbook, inventory, *extra):
+    """A collection playbook run from an empty directory holding only a copy of the inventory: no ansible.cfg,
+    the installed tarball on the collections path. The cluster_env inventory plugin is enabled as any
+    collection's inventory plugin must be (here by environment, as a user's ansible.cfg would)."""
+    workdir = collections.parent / f"run-{time.time_ns()}"
+    shutil.copytree(inventory.parent if inventory.is_file() else inventory, workdir / "inventory", symlinks=False)
+    env = {k: v for k, v in _env().items() if k != "ANSIBLE_CONFIG"}
+    env.update(ANSIBLE_COLLECTIONS_PATH=str(collections), ANSIBLE_INVENTORY_ENABLED="sparkfleet.vllm.cluster_env,ansible.builtin.yaml")
+    result = subprocess.run(
+        ["ansible-playbook", "-i", str(workdir / "inventory" / inventory.name if inventory.is_file() else workdir / "inventory"), playbook, *extra],
+        cwd=workdir, env=env, capture_output=True, text=True, timeout=1500, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    recap = dict(re.findall(r"^(spark\d)\s+:\s+ok=\d+\s+changed=(\d+)", result.stdout, re.M))
+    return " ".join(result.stdout.split()), {host: int(changed) for host, changed in recap.items()}
+
+
+@pytest.fixture(scope="module")
+def site_rerun(installed_collection):
+    """site.yml once more with nothing changed, as a user with the built collection runs it: the installed
+    tarball's sparkfleet.vllm.site, from an empty directory holding a copy of the recipe's cluster.env (the
+    cluster_env inventory plugin) rather than hosts.yml. One run proves that a re-run restarts nothing, that
+    cluster.env describes the same engine (any difference would relaunch it) and that the collection works
+    installed, its data and all. (folded stdout, changed per host, ranks' start times before and after, when
+    it started.) molecule's idempotence step re-ran converge just before."""
     before, started = _start_times(), time.time()
-    out, changed = _run_playbook("site.yml", "-e", "lane=500k", inventory=CLUSTER_ENV)
+    out, changed = _run_installed(installed_collection[0], "sparkfleet.vllm.site", CLUSTER_ENV, "-e", "lane=500k")
     return out, changed, before, _start_times(), started
+
+
+def test_the_built_collection_holds_no_link_and_renders_from_an_empty_directory(installed_collection):
+    collections, members = installed_collection
+    assert members
+    assert not [member.name for member in members if member.issym() or member.islnk()]
+    assert not [str(path) for path in collections.rglob("*") if path.is_symlink()]
+    out, _ = _run_installed(collections, "sparkfleet.vllm.render", INVENTORY, "-e", "lane=1m")
+    assert out.count('"--max-model-len", "1000000"') == len(RANKS), out[-3000:]  # the data shipped in the collection, lane 1m
 
 
 def test_rerun_restarts_nothing(site_rerun):
@@ -254,6 +300,36 @@ def test_bench_playbook_fails_naming_a_missed_threshold():
 
 
 # gmu 0.99 failing in preflight before any change: the bad-input matrix of test_faults.py.
+
+
+def _node_state():
+    """Everything the roles may change on every node (test_host_stack's snapshot) and every rank's start."""
+    from test_host_stack import _snapshot
+
+    return _snapshot(), _start_times()
+
+
+def test_a_dry_run_of_a_lane_switch_changes_nothing_and_says_what_would_restart_and_why():
+    """site.yml -e lane=1m --check --diff on the serving 500k engine: every role in check mode, no node changed,
+    every rank named as one that would restart, with the flags that differ."""
+    before = _node_state()
+    output, _ = _run_playbook("site.yml", "-e", "lane=1m", "--check", "--diff")
+    assert _node_state() == before
+    for name, rank in RANKS.items():
+        assert f"dry run: {name} (rank {rank}) would restart: what it runs differs from this run." in output, output[-4000:]
+    assert output.count("---max-model-len 500000") == len(RANKS)
+    assert output.count("+--max-model-len 1000000") == len(RANKS)
+    assert "Start the workers (headless) first" not in output
+    test_head_streams_a_chat_completion(False)  # the 500k engine serves on
+
+
+def test_a_dry_run_with_nothing_to_change_says_nothing_would_restart():
+    before = _node_state()
+    output, changed = _run_playbook("playbooks/lane.yml", "-e", "lane=500k", "--check")
+    assert _node_state() == before
+    assert "dry run: engine sparks would not restart: every rank runs what this run renders and the head answers." in output, output[-3000:]
+    assert "would restart:" not in output
+    assert set(changed.values()) == {0}
 
 
 def test_lane_switch_on_full_nodes_restarts_every_rank_and_only_the_ranks_move_memory():
