@@ -27,14 +27,14 @@ REFERENCE_COLUMNS = (("ref TTFT (s)", "ttft_s"), ("ref E2E (s)", "e2e_s"), ("ref
 
 def _row(wave: dict, reference: dict | None) -> list[str]:
     cells = []
-    for _, key, fmt in MARKDOWN_COLUMNS:
+    for _unused, key, fmt in MARKDOWN_COLUMNS:
         if key is None:
             cells.append(f"{cell(wave.get('gap_p50_ms'), '{:.0f}')}/{cell(wave.get('gap_p99_ms'), '{:.0f}')}")
         else:
             cells.append(cell(wave.get(key), fmt))
     if reference is not None:
         row = reference_row(reference, wave["scenario"], wave["concurrency"]) or {}
-        cells += [cell(row.get(key), "{}") for _, key in REFERENCE_COLUMNS]
+        cells += [cell(row.get(key), "{}") for _unused, key in REFERENCE_COLUMNS]
     return cells
 
 
@@ -50,7 +50,7 @@ def markdown(title: str, facts: dict, waves: list[dict], skipped: list[dict], mi
     ]
     if reference is not None:
         lines += ["", f"Reference columns: the published figures of {reference_source or 'the reference'} (recipe definitions)."]
-    headers = [header for header, _, _ in MARKDOWN_COLUMNS] + ([h for h, _ in REFERENCE_COLUMNS] if reference is not None else [])
+    headers = [header for header, _unused, _unused in MARKDOWN_COLUMNS] + ([h for h, _unused in REFERENCE_COLUMNS] if reference is not None else [])
     for scenario in dict.fromkeys(wave["scenario"] for wave in waves):
         lines += ["", f"## {scenario}", "", "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
         lines += ["| " + " | ".join(_row(wave, reference)) + " |" for wave in waves if wave["scenario"] == scenario]

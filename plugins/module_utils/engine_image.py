@@ -27,7 +27,7 @@ def parse_reference(reference: str) -> dict:
     """Split NAME[:TAG][@DIGEST] (the registry host may carry a port: its colon is not a tag)."""
     if not reference or any(char.isspace() for char in reference):
         raise ImageSourceError(f"engine image reference {reference!r} is empty or has spaces")
-    name, _, digest = reference.partition("@")
+    name, _unused, digest = reference.partition("@")
     if digest and not _DIGEST.match(digest):
         raise ImageSourceError(f"engine image {reference}: digest {digest!r} is not sha256:<64 hex> (copy it from `docker buildx imagetools inspect`)")
     last = name.rsplit("/", 1)[-1]

@@ -102,7 +102,7 @@ def _accept(address: str, port: int, wait_s: float) -> socket.socket:
     listener.listen(1)
     listener.settimeout(wait_s)
     try:
-        connection, _ = listener.accept()
+        connection, _unused = listener.accept()
     except TimeoutError as error:
         raise FanoutError(f"no upstream hop connected to {address}:{port} within {wait_s:.0f} s") from error
     finally:

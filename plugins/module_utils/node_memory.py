@@ -38,7 +38,7 @@ def parse_stat(text):
     """memory.stat -> {key: int}."""
     stat = {}
     for line in (text or "").splitlines():
-        key, _, value = line.partition(" ")
+        key, _unused, value = line.partition(" ")
         if value.strip().isdigit():
             stat[key] = int(value)
     return stat

@@ -58,7 +58,7 @@ def parse_docker_time(text: str) -> float:
     match = _STAMP.match(text.strip())
     if not match:
         raise TimelineError(f"not a Docker timestamp: {text!r}")
-    base, fraction, zone, _ = match.groups()
+    base, fraction, zone, _unused = match.groups()
     if base.startswith("0001-"):
         raise TimelineError("the container has never started (Docker's zero time)")
     zone = "+00:00" if zone == "Z" else zone
@@ -74,7 +74,7 @@ def rank_phases(log_text: str) -> dict[str, float]:
         if not match:
             continue
         message = match.group(4)
-        for key, _, pattern in RANK_PHASES:
+        for key, _unused, pattern in RANK_PHASES:
             if key in FIRST_MATCH and key in found:
                 continue
             if pattern.search(message):
@@ -111,7 +111,7 @@ def build_timeline(
     for item in sorted(ranks, key=lambda entry: int(entry["rank"])):
         phases = rank_phases(str(item.get("log", "")))
         row = {"node": item["node"], "rank": int(item["rank"]), "container_started": round(starts[item["node"]] - zero, 1)}
-        for key, _, _ in RANK_PHASES:
+        for key, _unused, _unused in RANK_PHASES:
             row[key] = round(phases[key] - zero, 1) if key in phases else None
         rows.append(row)
     timeline = {
@@ -133,7 +133,7 @@ def slowest_phase(timeline: dict) -> dict | None:
     are taken in time order, then /health and the first token, and each step is measured from the
     one before, so the answer says where the wall time went, not which rank was slow.
     """
-    steps = [("container_started", "containers started")] + [(key, label) for key, label, _ in RANK_PHASES]
+    steps = [("container_started", "containers started")] + [(key, label) for key, label, _unused in RANK_PHASES]
     points = []
     for key, label in steps:
         times = [row[key] for row in timeline["ranks"] if row.get(key) is not None]
@@ -155,7 +155,7 @@ def slowest_phase(timeline: dict) -> dict | None:
 
 def format_timeline(timeline: dict) -> list[str]:
     """The table the engine role prints and status.yml shows again (seconds after the first container start)."""
-    columns = ["container_started"] + [key for key, _, _ in RANK_PHASES]
+    columns = ["container_started"] + [key for key, _unused, _unused in RANK_PHASES]
     headers = {
         "container_started": "container",
         "process_up": "process",

@@ -80,7 +80,7 @@ class SSEDecoder:
             return data
         if line.startswith(":"):
             return None
-        field, _, value = line.partition(":")
+        field, _unused, value = line.partition(":")
         if field == "data":
             self._data.append(value[1:] if value.startswith(" ") else value)
         return None
@@ -327,7 +327,7 @@ def check_thresholds(wave: dict, thresholds: dict) -> list[str]:
     for key, limit in sorted(thresholds.items()):
         if limit is None:
             continue
-        figure, _, bound = key.rpartition("_")
+        figure, _unused, bound = key.rpartition("_")
         if bound not in ("min", "max") or (figure not in WAVE_FIGURES and figure != "ok_ratio"):
             raise StreamBenchError(
                 f"threshold {key!r} names no figure; use <figure>_min or <figure>_max with figure one of ok_ratio, {', '.join(WAVE_FIGURES)}"
@@ -520,8 +520,8 @@ def cell(value, fmt: str) -> str:
 
 
 def text_table(waves: list[dict], skipped: list[dict] | None = None) -> list[str]:
-    rows = [[header for header, _, _ in TABLE_COLUMNS]]
-    rows += [[cell(wave.get(key), fmt) for _, key, fmt in TABLE_COLUMNS] for wave in waves]
+    rows = [[header for header, _unused, _unused in TABLE_COLUMNS]]
+    rows += [[cell(wave.get(key), fmt) for _unused, key, fmt in TABLE_COLUMNS] for wave in waves]
     widths = [max(len(row[i]) for row in rows) for i in range(len(TABLE_COLUMNS))]
     lines = ["  ".join(value.rjust(width) if i >= 1 else value.ljust(width) for i, (value, width) in enumerate(zip(row, widths, strict=True))) for row in rows]
     lines += [f"skipped {entry['scenario']}: {entry['reason']}" for entry in skipped or ()]

@@ -15,7 +15,10 @@ import io
 import time
 import uuid
 
-import httpx
+try:
+    import httpx
+except ImportError:  # pragma: no cover - the stream_bench module says so (missing_required_lib)
+    httpx = None
 
 try:
     # httpx's own pure-Python stack (httpcore, h11, anyio) cost ~2.3x the CPU per streamed token of
@@ -238,7 +241,7 @@ async def run_benchmark_async(
             return {"failed": True, "msg": problem, "waves": [], "skipped": [], "requests": 0}
         run_id = uuid.uuid4().hex[:12]
         tokens_per_word = None
-        if any(s.get("prompt_tokens") for _, s in scenarios):
+        if any(s.get("prompt_tokens") for dummy, s in scenarios):
             tokens_per_word = await client.tokens_per_word(model)
         words_per_token = 1 / tokens_per_word if tokens_per_word else 0.75
         waves, skipped, count = [], [], 0

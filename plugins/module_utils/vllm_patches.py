@@ -153,5 +153,5 @@ def apply(entry, base_text, patch_bin="patch"):
 
 def patched_name(entry, image_id):
     """Where the patched file lives on a node: one per (image, manifest entry), so changing either makes a new one."""
-    image = str(image_id).split(":")[-1][:12]
+    image = str(image_id).rsplit(":", maxsplit=1)[-1][:12]
     return f"{entry['name']}/{image}-{entry['entry_sha256'][:12]}-{os.path.basename(entry['target'])}"

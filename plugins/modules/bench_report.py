@@ -98,7 +98,7 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 try:
-    import matplotlib  # noqa: F401
+    import matplotlib  # noqa: F401 pylint: disable=unused-import
 
     HAS_MATPLOTLIB = True
 except ImportError:  # pragma: no cover - depends on the host

@@ -128,7 +128,7 @@ from ansible_collections.sparkfleet.vllm.plugins.module_utils import fanout
 def _address(text: str | None, name: str, module: AnsibleModule) -> tuple[str, int] | None:
     if not text:
         return None
-    host, _, port = text.rpartition(":")
+    host, _unused, port = text.rpartition(":")
     if not host or not port.isdigit():
         module.fail_json(msg=f"{name} must be ADDRESS:PORT, got {text!r}")
     return host, int(port)

@@ -168,7 +168,7 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 try:
-    import httpx  # noqa: F401
+    import httpx  # noqa: F401 pylint: disable=unused-import
 
     HAS_HTTPX = True
 except ImportError:  # pragma: no cover - depends on the host

@@ -19,7 +19,7 @@ _spec.loader.exec_module(vllm_cpu_server)
 def vllm_server():
     """(base_url, api_key, model) of a running server."""
     try:
-        with vllm_cpu_server.tiny_model_server(api_key=API_KEY) as (base, _):
+        with vllm_cpu_server.tiny_model_server(api_key=API_KEY) as (base, _unused):
             yield base, API_KEY, vllm_cpu_server.MODEL
     except vllm_cpu_server.ServerError as error:
         pytest.fail(str(error))

@@ -100,7 +100,7 @@ def test_sixty_four_streams_all_complete(vllm_server):
 
 
 def test_missing_key_and_wrong_key_are_named(vllm_server):
-    base, _, model = vllm_server
+    base, _unused, model = vllm_server
     for key in (None, "wrong-key"):
         out = stream_client.run_benchmark(base, model, [("small", SCENARIOS["small"])], [1], api_key=key, timeout_s=30)
         assert out["failed"]
@@ -109,7 +109,7 @@ def test_missing_key_and_wrong_key_are_named(vllm_server):
 
 
 def test_wrong_model_lists_the_served_ones(vllm_server):
-    base, key, _ = vllm_server
+    base, key, _unused = vllm_server
     out = stream_client.run_benchmark(base, "glm-9", [("small", SCENARIOS["small"])], [1], api_key=key, timeout_s=30)
     assert out["failed"]
     assert out["msg"] == f"model 'glm-9' is not served at {base}; it serves: glm-5.3-flash"
@@ -161,6 +161,7 @@ def ansible_module(module, args, tmp_path):
     proc = subprocess.run(
         ["ansible", "localhost", "-i", "localhost,", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}", "-m", module, "-a", json.dumps(args)],
         capture_output=True,
+        check=False,
         text=True,
         env=env,
         cwd=ROOT,

@@ -170,7 +170,7 @@ def test_list_matches_the_yaml_example(env_inventory):
         result = ansible_inventory("-i", source, "--list", "--playbook-dir", str(REPO / "playbooks"))
         assert result.returncode == 0, result.stderr
         listed[source] = json.loads(result.stdout)
-    env_list, yaml_list = listed.values()
+    env_list, yaml_list = list(listed.values())
     assert env_list["sparks"]["hosts"] == yaml_list["sparks"]["hosts"] == ["spark1", "spark2", "spark3", "spark4"]
     for host in yaml_list["sparks"]["hosts"]:
         env_vars, yaml_vars = env_list["_meta"]["hostvars"][host], yaml_list["_meta"]["hostvars"][host]

@@ -36,7 +36,7 @@ def artifact(tmp_path):
 
 def _chain(tmp_path, artifact, workers=3, sink=None, source=None):
     """Head + workers on 127.0.0.1, each worker on its own port; returns every hop's result or error."""
-    ports = [_free_port() for _ in range(workers)]
+    ports = [_free_port() for _unused in range(workers)]
     outputs = [tmp_path / f"worker{index}.bin" for index in range(workers)]
     status = tmp_path / "status.json"
     jobs = {}
@@ -83,13 +83,13 @@ def test_three_workers_receive_the_head_stream_whole(tmp_path, artifact):
 
 def test_a_failing_sink_is_named_and_upstream_sees_the_break(tmp_path, artifact):
     # The middle worker's sink reads 1 MiB and exits 3, as a docker load with a full disk would.
-    results, _outputs, _ = _chain(tmp_path, artifact, sink="sh -c 'head -c 1048576 > {} ; exit 3'")
+    results, _outputs, _unused = _chain(tmp_path, artifact, sink="sh -c 'head -c 1048576 > {} ; exit 3'")
     assert all(isinstance(result, fanout.FanoutError) for result in results.values())
     assert any("exited after" in str(result) or "failed (exit 3)" in str(result) for result in results.values())
 
 
 def test_a_failing_source_fails_the_head_and_the_workers_know(tmp_path, artifact):
-    results, _, status = _chain(tmp_path, artifact, source=f"sh -c 'head -c 100000 {artifact}; exit 4'")
+    results, _unused, status = _chain(tmp_path, artifact, source=f"sh -c 'head -c 100000 {artifact}; exit 4'")
     assert "the source" in str(results["head"])
     assert "exit 4" in str(results["head"])
     assert json.loads(status.read_text())["state"] == "failed"

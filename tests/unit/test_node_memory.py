@@ -10,7 +10,7 @@ V2_SELF = "0::/system.slice/engine.service\n"
 
 
 def reader(files):
-    return lambda path: files.get(path)
+    return files.get
 
 
 def test_the_memory_cgroup_is_found_in_v1_and_v2():

@@ -63,7 +63,7 @@ def main(argv):
     sync()
     dist.barrier()
     start = time.perf_counter()
-    for _ in range(args.iterations):
+    for _unused in range(args.iterations):
         dist.all_reduce(data)
     sync()
     seconds = (time.perf_counter() - start) / args.iterations

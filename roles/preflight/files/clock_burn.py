@@ -37,7 +37,7 @@ def main(argv):
     clocks = []
     while time.monotonic() < end:
         started = time.perf_counter()
-        for _ in range(8):
+        for _unused in range(8):
             a = (a @ b).clamp_(-1, 1)
         torch.cuda.synchronize()
         busy += time.perf_counter() - started
