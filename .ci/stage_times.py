@@ -30,7 +30,7 @@ def read(path: str) -> list[tuple[float, str]]:
     lines = []
     with open(path, encoding="utf-8", errors="replace") as handle:
         for raw in handle:
-            stamp, _, text = raw.partition("\t")
+            stamp, _unused, text = raw.partition("\t")
             try:
                 lines.append((float(stamp), ANSI.sub("", text.rstrip("\n"))))
             except ValueError:
@@ -59,7 +59,7 @@ def stages(lines: list[tuple[float, str]], ci_started: float, make_started: floa
 
 def totals(lines: list[tuple[float, str]]) -> dict[str, int]:
     counts = {"passed": 0, "failed": 0, "skipped": 0, "error": 0}
-    for _, text in lines:
+    for _unused, text in lines:
         if not PYTEST_SUMMARY.search(text):
             continue
         for count, word in re.findall(r"(\d+) (passed|failed|skipped|errors?)\b", text):
@@ -71,7 +71,7 @@ def main() -> int:
     lines = read(sys.argv[1])
     ci_started, make_started = float(sys.argv[2]), float(sys.argv[3])
     rows = stages(lines, ci_started, make_started)
-    width = max(len(name) for name, _ in rows)
+    width = max(len(name) for name, _unused in rows)
     print("ci: stage times")
     print("  " + "stage".ljust(width) + "   seconds")
     for name, seconds in rows:

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Benchmark (not a test): what a re-run and a lane switch cost on the simulated cluster.
 
 Prints the wall time of a no-op `site.yml` re-run with the number of ranks it
@@ -84,7 +84,7 @@ def main() -> int:
     run("site.yml", options.from_lane)
 
     before = start_times()
-    noop_s, _ = run("site.yml", options.from_lane)
+    noop_s, _unused = run("site.yml", options.from_lane)
     restarted = sum(1 for node, started in start_times().items() if started != before[node])
     print(f"no-op re-run of site.yml:   {noop_s:6.1f} s wall, {restarted} rank(s) restarted   (target <= 45 s, 0 restarts)")
 

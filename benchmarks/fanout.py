@@ -91,7 +91,7 @@ def report(summary: dict, interface: str) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--size-mib", type=int, default=1024, help="artifact size (at least 1024 for the issue's figure)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as work:

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Run the collection's GPU code paths on whatever NVIDIA GPUs this machine has (not a test: no GPU in CI).
 
 Every path goes through the collection's own files, as the roles run them:

@@ -49,8 +49,8 @@ def main() -> int:
     env = dict(item.split("=", 1) for item in inspect["Config"]["Env"])
     model_path = argv[argv.index("serve") + 1] if "serve" in argv else "/model"
     config = json.loads(in_engine(args.node, args.container, "exec", args.container, "cat", f"{model_path}/config.json"))
-    log = subprocess.run(["docker", "exec", args.node, "docker", "logs", args.container], capture_output=True, text=True).stdout
-    log += subprocess.run(["docker", "exec", args.node, "docker", "logs", args.container], capture_output=True, text=True).stderr
+    log = subprocess.run(["docker", "exec", args.node, "docker", "logs", args.container], capture_output=True, text=True, check=False).stdout
+    log += subprocess.run(["docker", "exec", args.node, "docker", "logs", args.container], capture_output=True, text=True, check=False).stderr
     actual = kv_capacity.parse_engine_kv(log)
 
     tp = int(flag(argv, "--tensor-parallel-size", 1))
@@ -95,7 +95,7 @@ def main() -> int:
         args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": params}))
         environment = dict(os.environ, PYTHONPATH=str(ROOT / "collections"))
         times = []
-        for _ in range(10):
+        for _unused in range(10):
             start = time.perf_counter()
             subprocess.run([sys.executable, str(ROOT / "plugins/modules/gmu_check.py"), str(args_file)], check=True, capture_output=True, env=environment)
             times.append(time.perf_counter() - start)

@@ -49,7 +49,7 @@ def proc_cpu_seconds(pid: int) -> float:
 
 def vllm_bench(url: str, model: str, tokenizer: str, concurrency: int, output_len: int, workdir: pathlib.Path) -> dict:
     dataset = workdir / "prompts.jsonl"
-    dataset.write_text("".join(json.dumps({"prompt": PROMPT, "output_tokens": output_len}) + "\n" for _ in range(concurrency)))
+    dataset.write_text("".join(json.dumps({"prompt": PROMPT, "output_tokens": output_len}) + "\n" for _unused in range(concurrency)))
     vllm = shutil.which("vllm", path=os.path.dirname(sys.executable)) or "vllm"
     argv = [
         vllm, "bench", "serve",
@@ -173,7 +173,7 @@ def main() -> int:
             f"  (target <= 0.5: {'met' if cpu <= 0.5 else 'NOT met'})"
         )
 
-        spreads = [ours(url, args.model, 64, 16)["start_spread_ms"] for _ in range(3)]
+        spreads = [ours(url, args.model, 64, 16)["start_spread_ms"] for _unused in range(3)]
         print(
             f"\n64 concurrent streams: request headers left the client within {max(spreads):.1f} ms"
             f" (3 waves: {', '.join(f'{s:.1f}' for s in spreads)}; target 50 ms: {'met' if max(spreads) <= 50 else 'NOT met'})"

@@ -81,9 +81,9 @@ def _corrupt(node, name):
 
 def test_a_corrupt_weights_file_on_a_worker_is_found_refused_without_room_then_repaired():
     before = _start_times()
-    _, head_files = _file_digests("spark1")
+    _unused, head_files = _file_digests("spark1")
     _corrupt("spark3", "tokenizer.json")
-    _, damaged = _file_digests("spark3")
+    _unused, damaged = _file_digests("spark3")
     assert damaged["tokenizer.json"] != head_files["tokenizer.json"]
 
     # No room: refused before anything moves, with the node, free and needed sizes.

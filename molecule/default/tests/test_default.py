@@ -216,12 +216,12 @@ def test_the_built_collection_holds_no_link_and_renders_from_an_empty_directory(
     assert members
     assert not [member.name for member in members if member.issym() or member.islnk()]
     assert not [str(path) for path in collections.rglob("*") if path.is_symlink()]
-    out, _ = _run_installed(collections, "sparkfleet.vllm.render", INVENTORY, "-e", "lane=1m")
+    out, _unused = _run_installed(collections, "sparkfleet.vllm.render", INVENTORY, "-e", "lane=1m")
     assert out.count('"--max-model-len", "1000000"') == len(RANKS), out[-3000:]  # the data shipped in the collection, lane 1m
 
 
 def test_rerun_restarts_nothing(site_rerun):
-    _, _, before, after, _ = site_rerun
+    _unused, _unused, before, after, _unused = site_rerun
     assert after == before
 
 
@@ -313,7 +313,7 @@ def test_a_dry_run_of_a_lane_switch_changes_nothing_and_says_what_would_restart_
     """site.yml -e lane=1m --check --diff on the serving 500k engine: every role in check mode, no node changed,
     every rank named as one that would restart, with the flags that differ."""
     before = _node_state()
-    output, _ = _run_playbook("site.yml", "-e", "lane=1m", "--check", "--diff")
+    output, _unused = _run_playbook("site.yml", "-e", "lane=1m", "--check", "--diff")
     assert _node_state() == before
     for name, rank in RANKS.items():
         assert f"dry run: {name} (rank {rank}) would restart: what it runs differs from this run." in output, output[-4000:]
@@ -342,7 +342,7 @@ def test_lane_switch_on_full_nodes_restarts_every_rank_and_only_the_ranks_move_m
         assert after[name] != before[name], f"{name} was not restarted"
         assert f"--max-model-len {LANES['1m'][0]}" in after[name]
         assert f"--max-num-seqs {LANES['1m'][1]}" in after[name]
-        limit, _, rank = memory_after[name]
+        limit, _unused, rank = memory_after[name]
         assert rank >= 0.65 * limit, f"{name}: the new engine holds {rank / GIB:.2f} of {limit / GIB:.2f} GiB"
         others_before, others_after = (memory[name][1] - memory[name][2] for memory in (memory_before, memory_after))
         assert abs(others_after - others_before) < GIB / 4, f"{name}: memory outside the rank moved by {(others_after - others_before) / GIB:.2f} GiB"
@@ -371,7 +371,7 @@ def test_a_foreign_process_holding_a_workers_memory_refuses_a_relaunch_before_an
     """Memory that is not the engine's is not available: the switch back is refused on the worker that
     lacks it, naming the process, before any rank stops; the engine keeps serving. Without it, the
     switch back to 500k goes through."""
-    limit, used, _ = _node_memory("spark3")
+    limit, used, _unused = _node_memory("spark3")
     hog_bytes = int(limit - used + GIB / 4)  # more than the node has free: the kernel reclaims cache, then swaps
     hog = subprocess.Popen(
         ["docker", "exec", "spark3", "python3", "-c",
@@ -398,7 +398,7 @@ def test_a_foreign_process_holding_a_workers_memory_refuses_a_relaunch_before_an
     finally:
         hog.kill()
         subprocess.run(["docker", "exec", "spark3", "pkill", "-f", "bytearray"], check=False)
-    output, _ = _run_playbook("playbooks/lane.yml", "-e", "lane=500k")
+    output, _unused = _run_playbook("playbooks/lane.yml", "-e", "lane=500k")
     assert "lane 500k (500000 x 5)" in output
 
 
@@ -445,7 +445,7 @@ def test_a_patch_made_for_another_base_refuses_to_start_anything(tmp_path):
 def test_two_spark_layout_deploys_tp2_from_inventory_alone():
     """inventory.example/two-sparks on the simulated nodes (cpu profile): TP=2 at the 262K lane."""
     two_nodes, started = REPO / "molecule/resources/inventory-two-node", time.time()
-    output, _ = _run_playbook("site.yml", inventory=two_nodes, hosts=("spark1", "spark2"))
+    output, _unused = _run_playbook("site.yml", inventory=two_nodes, hosts=("spark1", "spark2"))
     assert "engine sparks: 2 ranks, lane 262k (262144 x 6)" in output
     _assert_site_ended_with_the_bench_table_and_wrote_reports(output, started, "262k")
     for name, rank in (("spark1", "0"), ("spark2", "1")):

@@ -178,7 +178,7 @@ def test_the_running_engine_still_serves_after_every_refused_input(bad_input_run
 def test_a_flag_the_images_vllm_does_not_know_is_refused_before_any_rank_stops():
     """Only vLLM knows its flags: the image's own parser reads every rank's argv on the head, before the stop."""
     before = _start_times()
-    rc, _, folded, _ = _play("playbooks/lane.yml", "-e", '{"engine_extra_args": ["--not-a-real-flag", "1"]}', inventory=TWO)
+    rc, _unused, folded, _unused = _play("playbooks/lane.yml", "-e", '{"engine_extra_args": ["--not-a-real-flag", "1"]}', inventory=TWO)
     assert rc != 0
     assert "refuses the argv of spark1 (rank 0): unrecognized arguments: --not-a-real-flag 1; spark2 (rank 1)" in folded, folded[-3000:]
     assert "No rank was stopped; the engine that runs now keeps serving" in folded
@@ -194,7 +194,7 @@ def test_an_edited_whole_file_patch_relaunches_every_rank_which_then_serves_the_
     guard = patches / "sm12x-persistent-topk-guard.indexer_topk.py.txt"
     guard.write_text(guard.read_text() + "\n# edited: test_faults\n")
     before = _start_times()
-    rc, _, folded, _ = _play("playbooks/lane.yml", "-e", f"engine_patches_dir={patches}", inventory=TWO)
+    rc, _unused, folded, _unused = _play("playbooks/lane.yml", "-e", f"engine_patches_dir={patches}", inventory=TWO)
     assert rc == 0, folded[-3000:]
     after = _start_times()
     assert all(after[name] != before[name] for name in PAIR), (before, after)
@@ -209,14 +209,14 @@ def test_an_edited_whole_file_patch_relaunches_every_rank_which_then_serves_the_
 
 def test_a_killed_headless_rank_is_reported_and_site_at_vvv_with_vaulted_secrets_heals_it_showing_neither(vault):
     _node("spark2", f"docker kill {CONTAINER}")
-    rc, _, folded, changed = _play("playbooks/status.yml", *vault, inventory=TWO)
+    rc, _unused, folded, changed = _play("playbooks/status.yml", *vault, inventory=TWO)
     assert rc == 0
     assert "engine sparks: UNHEALTHY" in folded
     assert "ranks down: spark2: exited (exit code 137)" in folded
     assert set(changed.values()) == {0}
 
     started = time.time()
-    rc, raw, folded, _ = _play("site.yml", "-vvv", *vault, inventory=TWO)
+    rc, raw, folded, _unused = _play("site.yml", "-vvv", *vault, inventory=TWO)
     assert rc == 0, folded[-4000:]
     assert "engine sparks: 2 ranks, lane 262k (262144 x 6), launched" in folded
     written = [path for path in (REPO / "reports").rglob("*") if path.is_file() and path.stat().st_mtime >= started]
@@ -231,7 +231,7 @@ def test_a_killed_headless_rank_is_reported_and_site_at_vvv_with_vaulted_secrets
     assert API_KEY not in _node("spark1", "ps -eo args")
     assert _completion().status_code == 200
     assert _completion(key=None).status_code == 401
-    rc, _, folded, _ = _play("playbooks/status.yml", *vault, inventory=TWO)
+    rc, _unused, folded, _unused = _play("playbooks/status.yml", *vault, inventory=TWO)
     assert "engine sparks: HEALTHY" in folded
     assert "ranks down: none" in folded
 
@@ -239,21 +239,21 @@ def test_a_killed_headless_rank_is_reported_and_site_at_vvv_with_vaulted_secrets
 def test_a_killed_head_is_reported_and_the_watch_relaunches_after_two_failed_probes(vault):
     watch = ("playbooks/watch.yml", *vault, "-e", "watch_failures_before_relaunch=2")
     _node("spark1", f"docker kill {CONTAINER}")
-    rc, _, folded, _ = _play("playbooks/status.yml", *vault, inventory=TWO)
+    rc, _unused, folded, _unused = _play("playbooks/status.yml", *vault, inventory=TWO)
     assert "ranks down: spark1: exited (exit code 137)" in folded
     before = _start_times()
-    rc, _, folded, _ = _play(*watch, inventory=TWO)
+    rc, _unused, folded, _unused = _play(*watch, inventory=TWO)
     assert rc == 0, folded[-3000:]
     assert "watch: failing (1 failed probe(s) in a row" in folded
     assert _start_times() == before  # one failed probe restarts nothing
-    rc, _, folded, _ = _play(*watch, inventory=TWO)
+    rc, _unused, folded, _unused = _play(*watch, inventory=TWO)
     assert rc == 0, folded[-4000:]
     assert "watch: relaunch (0 failed probe(s) in a row" in folded
     assert "lane 262k (262144 x 6), launched" in folded  # the lane the ranks ran
     after = _start_times()
     assert all(after[name] != before[name] for name in PAIR)
     assert _completion().status_code == 200
-    rc, _, folded, changed = _play(*watch, inventory=TWO)
+    rc, _unused, folded, changed = _play(*watch, inventory=TWO)
     assert "watch: healthy (0 failed probe(s) in a row" in folded
     assert set(changed.values()) == {0}
     events = _watch_events()
@@ -265,7 +265,7 @@ def test_the_watch_stops_relaunching_at_its_hourly_cap(vault):
     _node("spark2", f"docker kill {CONTAINER}")
     before = _start_times()
     capped = ("-e", "watch_failures_before_relaunch=1", "-e", "watch_max_relaunches_per_hour=1")
-    rc, _, folded, _ = _play("playbooks/watch.yml", *vault, *capped, inventory=TWO)
+    rc, _unused, folded, _unused = _play("playbooks/watch.yml", *vault, *capped, inventory=TWO)
     assert rc == 0, folded[-3000:]
     assert "watch: capped" in folded
     assert _start_times() == before
@@ -277,7 +277,7 @@ def test_the_watch_stops_relaunching_at_its_hourly_cap(vault):
 
 
 def _wait_for_node(name):
-    for _ in range(60):
+    for _unused in range(60):
         if subprocess.run(["docker", "exec", name, "docker", "info"], capture_output=True, check=False).returncode == 0:
             return
         time.sleep(2)
@@ -341,15 +341,15 @@ def _our_rules(node="spark1"):
 
 def test_the_firewall_admits_the_cluster_and_allowed_clients_only_and_comes_off_again():
     """The controller (192.168.100.1 on the simulated network) is a client; spark2 is a node of the engine."""
-    rc, _, folded, _ = _play("playbooks/firewall.yml", "-e", "engine_firewall_enabled=true")
+    rc, _unused, folded, _unused = _play("playbooks/firewall.yml", "-e", "engine_firewall_enabled=true")
     assert rc == 0, folded[-3000:]
     assert len(_our_rules()) == 16  # API: 4 nodes + loopback + DROP; master and fan-out ports: 4 nodes + DROP
     assert (_knock(8000), _knock(29500), _knock(8000, node="spark2")) == ("dropped", "dropped", "reached")
-    rc, _, _, changed = _play("playbooks/firewall.yml", "-e", "engine_firewall_enabled=true")
+    rc, _unused, _unused, changed = _play("playbooks/firewall.yml", "-e", "engine_firewall_enabled=true")
     assert set(changed.values()) == {0}
 
     clients = '{"engine_firewall_enabled": true, "engine_firewall_allowed_clients": ["192.168.100.1"]}'
-    rc, _, folded, _ = _play("playbooks/firewall.yml", "-e", clients)
+    rc, _unused, folded, _unused = _play("playbooks/firewall.yml", "-e", clients)
     assert rc == 0, folded[-3000:]
     assert (_knock(8000), _knock(29500)) == ("reached", "dropped")
     api_rules = [rule for rule in _our_rules() if "--dport 8000" in rule]
@@ -357,7 +357,7 @@ def test_the_firewall_admits_the_cluster_and_allowed_clients_only_and_comes_off_
     assert "192.168.100.1/32" in api_rules[-2]
     assert "-j DROP" in api_rules[-1]
 
-    rc, _, folded, _ = _play("playbooks/firewall.yml", "-e", "engine_firewall_remove=true")
+    rc, _unused, folded, _unused = _play("playbooks/firewall.yml", "-e", "engine_firewall_remove=true")
     assert rc == 0, folded[-3000:]
     assert all(_our_rules(node) == [] for node in RANKS)
     assert _knock(29500) == "reached"

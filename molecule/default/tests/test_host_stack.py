@@ -139,13 +139,13 @@ def test_decoy_nccl_on_one_node_is_reported_refused_where_the_engine_loads_it_an
     assert f"spark3: libnccl2 {DECOY} (held), libnccl-dev {DECOY} (held) on the host, not the pinned {NCCL}: left as it is." in out, out[-3000:]
     assert set(changed.values()) == {0}, changed
 
-    rc, out, _ = for_engine.result()
+    rc, out, _unused = for_engine.result()
     assert rc != 0
     assert f"spark3: libnccl2 {DECOY} is installed and held, not the pinned {NCCL}, and the engine loads the host" in out, out[-3000:]
     assert "(nccl_host_library_for_engine). Nothing was changed on spark3. Replace it with the pinned version (run again with -e nccl_replace" in out
 
     # The engine's own check, on real dpkg: the ranks would load different libnccl.so.2 bytes.
-    rc, folded, _ = lane.result()
+    rc, folded, _unused = lane.result()
     assert rc != 0
     # The YAML callback may double the quotes around the engine's name.
     assert re.search(r"The host NCCL libraries of engine '+sparks'+ differ \(sha256 per node:", folded), folded[-3000:]
@@ -168,14 +168,14 @@ def test_driver_drift_on_one_node_is_healed_by_a_rerun():
         forbidden = pool.submit(_host_playbook, "-e", "nvidia_driver_install=false")
         no_reboot = pool.submit(_host_playbook, "-e", "nvidia_driver_allow_downgrade=true", "-e", "nvidia_driver_reboot=false")
     assert _snapshot() == before
-    rc, out, _ = forbidden.result()
+    rc, out, _unused = forbidden.result()
     assert rc != 0
     drift = "drivers differ across the nodes (spark1 580.95.05, spark2 580.95.05, spark3 580.95.05, spark4 580.126.09)"
     for node in ("spark1", "spark2", "spark3"):
         assert f"{node}: {drift}; up to 580.126.09, and installs are forbidden (nvidia_driver_install: false)" in out, out[-3000:]
     assert "spark4: drivers differ" not in out  # never downgraded unless the inventory asks
     # Downgrades allowed, reboots not: the package is already the pinned one, the loaded driver is not.
-    rc, out, _ = no_reboot.result()
+    rc, out, _unused = no_reboot.result()
     assert rc != 0
     assert (
         "spark4 has driver 580.95.05 installed but 580.126.09 loaded, and reboots are forbidden (nvidia_driver_reboot: false)."
@@ -221,7 +221,7 @@ def bad_input_runs():
 @pytest.mark.parametrize("case", list(BAD_INPUT))
 def test_bad_input_fails_naming_the_node_before_any_change(bad_input_runs, case):
     before, runs, after = bad_input_runs
-    rc, out, _ = runs[case]
+    rc, out, _unused = runs[case]
     assert rc != 0
     assert BAD_INPUT[case][1] in out, out[-3000:]
     assert after == before

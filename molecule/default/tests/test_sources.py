@@ -76,7 +76,7 @@ def test_the_engine_image_is_pulled_by_digest_from_a_registry_and_a_digest_it_la
         workers_before = _images()
 
         wrong = f"{PUSHED}@sha256:{hashlib.sha256(b'not pushed').hexdigest()}"
-        rc, _, folded, changed = _artifacts("--tags", "image", "-e", f"engine_image={wrong}", "-e", "engine_image_source=pull")
+        rc, _unused, folded, changed = _artifacts("--tags", "image", "-e", f"engine_image={wrong}", "-e", "engine_image_source=pull")
         assert rc != 0
         assert f"spark1 could not pull {wrong}:" in folded, folded[-3000:]
         assert "manifest unknown" in folded
@@ -86,7 +86,7 @@ def test_the_engine_image_is_pulled_by_digest_from_a_registry_and_a_digest_it_la
         assert _images() == workers_before
 
         pinned = f"{PUSHED}@{digest}"
-        rc, _, folded, changed = _artifacts(
+        rc, _unused, folded, changed = _artifacts(
             "--tags", "image", "-e", f"engine_image={pinned}", "-e", "engine_image_source=pull", "-e", "engine_image_require_digest=true"
         )
         assert rc == 0, folded[-4000:]
@@ -131,12 +131,12 @@ def test_the_load_source_loads_a_tarball_on_the_head_and_fans_it_out(probe_tarba
     name, tarball, image_id = probe_tarball
     other = name.rsplit(":", 1)[0] + ":not-in-the-tarball"
     load = ("-e", "engine_image_source=load", "-e", f"engine_image_tarball={tarball}")
-    rc, _, folded, _ = _artifacts("--tags", "image", "-e", f"engine_image={other}", *load)
+    rc, _unused, folded, _unused = _artifacts("--tags", "image", "-e", f"engine_image={other}", *load)
     assert rc != 0
     assert f"{tarball} holds {name}, not {other}. Set engine_image to one of those names" in folded, folded[-3000:]
     assert all(_image_id(node, other) == "" for node in RANKS)
 
-    rc, _, folded, changed = _artifacts("--tags", "image", "-e", f"engine_image={name}", *load)
+    rc, _unused, folded, changed = _artifacts("--tags", "image", "-e", f"engine_image={name}", *load)
     assert rc == 0, folded[-4000:]
     assert all(changed[node] > 0 for node in RANKS), changed  # loaded on the head, received by every worker
     assert {node: _image_id(node, name) for node in RANKS} == dict.fromkeys(RANKS, image_id)
@@ -170,7 +170,7 @@ def hub(tmp_path):
         [sys.executable, str(STANDIN), "--root", str(root), "--repo", "sparkfleet-sim/tiny-glm", "--revision", revision,
          "--token-file", str(tmp_path / "token"), "--bind", gateway, "--port-file", str(port_file), "--log", str(log)],
     )  # fmt: skip
-    for _ in range(50):
+    for _unused in range(50):
         if port_file.exists() or server.poll() is not None:
             break
         time.sleep(0.1)
@@ -187,7 +187,7 @@ def test_weights_come_from_a_hub_at_a_pinned_commit_with_a_token_no_output_shows
     subprocess.run(["ansible-vault", "encrypt", "--vault-password-file", str(password), str(secrets_file)], check=True, capture_output=True)
     target, started = "/var/tmp/sparkfleet/models/tiny-glm-hub", time.time()
     try:
-        rc, raw, folded, _ = _artifacts(
+        rc, raw, folded, _unused = _artifacts(
             "--tags", "weights", "-vvv", "-e", f"@{secrets_file}", "--vault-password-file", str(password),
             "-e", json.dumps({"engine_weights_dir": target, "model_weights_source": "hf", "model_weights_repo": "sparkfleet-sim/tiny-glm",
                               "model_weights_revision": hub["revision"], "model_weights_require_pinned_revision": True,

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Test double: a stand-in for the Hugging Face Hub's API, for the simulation only.
 
 Serves one private model repository from a directory at one commit, the way
