@@ -184,11 +184,15 @@ def installed_collection(tmp_path_factory):
 def _run_installed(collections, playbook, inventory, *extra):
     """A collection playbook run from an empty directory holding only a copy of the inventory: no ansible.cfg,
     the installed tarball on the collections path. The cluster_env inventory plugin is enabled as any
-    collection's inventory plugin must be (here by environment, as a user's ansible.cfg would)."""
+    collection's inventory plugin must be, and SSH pipelining on (here by environment, as a user's ansible.cfg
+    would)."""
     workdir = collections.parent / f"run-{time.time_ns()}"
     shutil.copytree(inventory.parent if inventory.is_file() else inventory, workdir / "inventory", symlinks=False)
     env = {k: v for k, v in _env().items() if k != "ANSIBLE_CONFIG"}
+    # SSH pipelining as the repository's ansible.cfg sets it (and as the README asks of a user's): without it,
+    # become runs modules through a pty, and one CI run lost a module's output there ("\r\n" for JSON).
     env.update(ANSIBLE_COLLECTIONS_PATH=str(collections), ANSIBLE_INVENTORY_ENABLED="sparkfleet.vllm.cluster_env,ansible.builtin.yaml")
+    env.update(ANSIBLE_PIPELINING="True")
     result = subprocess.run(
         ["ansible-playbook", "-i", str(workdir / "inventory" / inventory.name if inventory.is_file() else workdir / "inventory"), playbook, *extra],
         cwd=workdir, env=env, capture_output=True, text=True, timeout=1500, check=False,
