@@ -17,11 +17,11 @@ COLLECTION_LINK := collections/ansible_collections/sparkfleet/vllm
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help demo demo-setup test lint unit integration molecule sim-up sim-down host-check clean
+.PHONY: help demo demo-setup test lint unit integration sanity molecule sim-up sim-down host-check clean
 
 help:
 	@echo "make demo      deploy the engine on the simulated four-Spark cluster (LANE=$(LANE))"
-	@echo "make test      lint + unit tests + molecule (create, converge, idempotence, verify, destroy)"
+	@echo "make test      lint + unit + integration + ansible-test sanity + molecule (create, converge, idempotence, verify, destroy)"
 	@echo "make sim-up    bring the simulated cluster up;  make sim-down  remove it (images are kept; make clean: not even those)"
 
 demo:
@@ -36,7 +36,7 @@ demo:
 
 demo-setup: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK)
 
-test: lint unit integration molecule
+test: lint unit integration sanity molecule
 
 lint: $(VENV)/.installed | $(COLLECTION_LINK)
 	ruff check plugins tests images molecule benchmarks
@@ -47,6 +47,10 @@ lint: $(VENV)/.installed | $(COLLECTION_LINK)
 
 unit: $(VENV)/.installed $(VENV)/.vllm-installed | $(COLLECTION_LINK)
 	pytest -q tests/unit
+
+# ansible-test sanity on a copy of the collection laid out as ansible_collections/sparkfleet/vllm.
+sanity: $(VENV)/.installed
+	tests/sanity/run.sh
 
 # stream_bench against a real vLLM CPU server the tests start (tests/integration/conftest.py).
 integration: $(VENV)/.installed $(VENV)/.vllm-installed | $(COLLECTION_LINK)

@@ -2,7 +2,7 @@
 
 Usage: python3 .ci/stage_times.py STAMPED_LOG CI_STARTED_EPOCH MAKE_STARTED_EPOCH
 Stages are found in `make test`'s own output: make's echo of each target's
-first command (ruff, pytest of tests/unit and tests/integration, molecule)
+first command (ruff, pytest of tests/unit and tests/integration, tests/sanity/run.sh, molecule)
 and molecule's "Executing" line of each step. A stage lasts until the next
 one starts. The last line is the sum of every pytest summary line (unit,
 integration, molecule's verify): "ci: N passed, N failed, N skipped".
@@ -18,6 +18,7 @@ MARKERS = (
     ("lint", re.compile(r"^ruff check ")),
     ("unit", re.compile(r"^pytest -q tests/unit")),
     ("integration", re.compile(r"^pytest -q tests/integration")),
+    ("sanity (ansible-test)", re.compile(r"^tests/sanity/run\.sh")),
     ("molecule (setup)", re.compile(r"^molecule test")),
 )
 # "INFO     default ➜ converge: Executing" (molecule 25); the verifier's own "verify: Executing Testinfra
