@@ -182,7 +182,7 @@ def test_a_flag_the_images_vllm_does_not_know_is_refused_before_any_rank_stops()
     assert rc != 0
     assert "refuses the argv of spark1 (rank 0): unrecognized arguments: --not-a-real-flag 1; spark2 (rank 1)" in folded, folded[-3000:]
     assert "No rank was stopped; the engine that runs now keeps serving" in folded
-    assert "Stop and remove every rank" not in folded
+    assert "Stop and remove this node's rank" not in folded
     assert _start_times() == before
     assert _completion(key=None).status_code == 200  # still serving (no key set on this engine yet)
 
