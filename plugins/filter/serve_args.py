@@ -7,21 +7,12 @@ Documented per filter in the YAML files beside this one (ansible-doc -t filter s
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import gpu_memory, serve_args
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filter_errors import raising_filter_errors
 
 
 def _wrap(function):
-    def call(*args, **kwargs):
-        try:
-            return function(*args, **kwargs)
-        except (serve_args.ServeArgsError, gpu_memory.GpuMemoryError) as error:
-            raise AnsibleFilterError(str(error)) from error
-
-    call.__name__ = function.__name__
-    call.__doc__ = function.__doc__
-    return call
+    return raising_filter_errors(function, serve_args.ServeArgsError, gpu_memory.GpuMemoryError)
 
 
 class FilterModule:
