@@ -81,12 +81,15 @@ EXAMPLES = r"""
 
 RETURN = r"""
 mounts:
-  description: Bind mounts for the engine, patched file on the node to the target inside the image.
+  description:
+    - Bind mounts for the engine, patched file on the node to the target inside the image, with the sha256 of the
+      file as the node holds it (the engine role's rank attestation compares it across ranks).
   returned: success
   type: list
   elements: dict
   sample: [{"src": "/opt/sparkfleet/patches/sm12x-persistent-topk-guard/3f2a...-9c1d...-indexer_topk.py",
-            "dest": "/opt/vllm/lib/python3.11/site-packages/vllm/model_executor/layers/indexer_topk.py"}]
+            "dest": "/opt/vllm/lib/python3.11/site-packages/vllm/model_executor/layers/indexer_topk.py",
+            "sha256": "9c1d..."}]
 image_id:
   description: The image's ID.
   returned: success
@@ -102,6 +105,7 @@ sources:
   sample: {"vllm/model_executor/layers/sparse_attn_indexer.py": {"sha256": "4dc9...", "text": "# SPDX-License-Identifier: ..."}}
 """
 
+import hashlib
 import json
 import os
 import tempfile
@@ -145,7 +149,8 @@ def main():
         with open(state_file, encoding="utf-8") as handle:
             recorded = json.load(handle)
     if not params["sources"] and all(os.path.isfile(path) and path in recorded for path in paths.values()):
-        module.exit_json(changed=False, image_id=image_id, vllm_version=None, mounts=[{"src": path, "dest": recorded[path]} for path in paths.values()])
+        mounts = [{"src": path, "dest": recorded[path], "sha256": file_sha256(path)} for path in paths.values()]
+        module.exit_json(changed=False, image_id=image_id, vllm_version=None, mounts=mounts)
 
     argv = ["docker", "run", "--rm", "--network", "none", "--entrypoint", params["python"], params["image"], "-c", READ_IMAGE]
     rc, out, err = module.run_command(argv + [entry["target"] for entry in params["patches"]] + params["sources"])
@@ -166,13 +171,25 @@ def main():
         patched = {entry["name"]: vllm_patches.apply(entry, found["files"][entry["target"]], patch_bin) for entry in params["patches"]}
     except vllm_patches.PatchError as error:
         module.fail_json(msg=str(error))
-    mounts = [{"src": paths[entry["name"]], "dest": os.path.join(found["root"], entry["target"])} for entry in params["patches"]]
+    mounts = [
+        {"src": paths[entry["name"]], "dest": os.path.join(found["root"], entry["target"]), "sha256": vllm_patches.sha256_text(patched[entry["name"]])}
+        for entry in params["patches"]
+    ]
     if not module.check_mode:
         for entry in params["patches"]:
             write_atomically(paths[entry["name"]], patched[entry["name"]])
         recorded.update({mount["src"]: mount["dest"] for mount in mounts})
         write_atomically(state_file, json.dumps(recorded, indent=1, sort_keys=True) + "\n")
     module.exit_json(changed=True, image_id=image_id, vllm_version=found["version"], mounts=mounts, **({"sources": sources} if params["sources"] else {}))
+
+
+def file_sha256(path):
+    """The sha256 of a patched file as the node holds it (the rank attestation compares it across ranks)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def write_atomically(path, text):

@@ -187,6 +187,53 @@ def test_a_flag_the_images_vllm_does_not_know_is_refused_before_any_rank_stops()
     assert _completion(key=None).status_code == 200  # still serving (no key set on this engine yet)
 
 
+ENGINE_IMAGE = "sparkfleet/vllm-cpu:0.32.0"
+
+
+def test_a_rank_given_another_flag_is_refused_before_any_rank_stops_naming_both(tmp_path):
+    """Rank parity: a host_vars entry on one node (the classic way one headless rank ends up differing) is
+    refused before the stop, the attestation naming the rank, the flag and what the head has."""
+    inventory = tmp_path / "inventory"
+    shutil.copytree(TWO, inventory)
+    (inventory / "host_vars").mkdir()
+    (inventory / "host_vars/spark2.yml").write_text('engine_extra_args: ["--enable-prefix-caching"]\n')
+    before = _start_times()
+    rc, _unused, folded, _unused = _play("playbooks/lane.yml", inventory=inventory)
+    assert rc != 0
+    assert (
+        "The ranks of engine 'sparks' would run different things: spark2: vLLM flags (rank's place and KV size aside): "
+        "--enable-prefix-caching where spark1 (the head) has (nothing the other lacks)."
+    ) in folded.replace("''", "'"), folded[-3000:]
+    assert "a host_vars entry on one node, e.g. engine_extra_args, makes a rank differ" in folded
+    assert "No rank was stopped" in folded
+    assert "Stop and remove this node's rank" not in folded
+    assert _start_times() == before
+    assert _completion(key=None).status_code == 200
+
+
+def test_a_rank_given_another_image_under_the_same_tag_is_refused_naming_both_ids():
+    """Same tag, another image ID on one rank (a re-pushed tag, another storage driver): refused before the stop."""
+    head_id = _node("spark1", f"docker image inspect -f '{{{{.Id}}}}' {ENGINE_IMAGE}")
+    worker_id = _node("spark2", f"docker image inspect -f '{{{{.Id}}}}' {ENGINE_IMAGE}")
+    assert head_id == worker_id
+    # The same files under one more label: vLLM and its patch targets are there, only the ID differs.
+    _node("spark2", f"printf 'FROM {ENGINE_IMAGE}\\nLABEL io.sparkfleet.test=another-build\\n' | docker build -q -t {ENGINE_IMAGE} -")
+    other_id = _node("spark2", f"docker image inspect -f '{{{{.Id}}}}' {ENGINE_IMAGE}")
+    assert other_id != head_id
+    before = _start_times()
+    try:
+        rc, _unused, folded, _unused = _play("playbooks/lane.yml", inventory=TWO)
+        assert rc != 0
+        assert f"spark2: engine image ID: {other_id} where spark1 (the head) has {head_id}" in folded, folded[-3000:]
+        assert "put the head's image on every node (playbooks/artifacts.yml --tags image)" in folded
+        assert "Stop and remove this node's rank" not in folded
+        assert _start_times() == before
+        assert _completion(key=None).status_code == 200
+    finally:
+        _node("spark2", f"docker tag {head_id} {ENGINE_IMAGE} && docker rmi {other_id}")
+    assert _node("spark2", f"docker image inspect -f '{{{{.Id}}}}' {ENGINE_IMAGE}") == head_id
+
+
 def test_an_edited_whole_file_patch_relaunches_every_rank_which_then_serves_the_edit(tmp_path):
     """A patch's content is part of the engine's fingerprint: an edit alone relaunches, and it is what vLLM reads."""
     patches = tmp_path / "patches"

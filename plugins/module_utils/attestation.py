@@ -1,0 +1,179 @@
+# Copyright: sparkfleet developers
+# Apache License 2.0 (see galaxy.yml)
+"""Rank parity: what each rank of one engine will run, and where two ranks differ.
+
+Ranks that differ silently hang or corrupt an engine: another image under the same tag, a flag
+that one headless rank lacks, another NCCL or patch. Each rank's attestation holds what it will
+run, with what must differ between ranks (its place, its address, its own KV sizing) taken out;
+`parity_differences` names every item that differs, with each rank's value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+# Flags that differ between ranks by design: the rank's place, and each node's KV memory, which
+# the kv_cache_from_gmu profiles size from that node's memory (vLLM takes the smallest across ranks).
+RANK_FLAGS_WITH_VALUE = {"--node-rank", "--kv-cache-memory-bytes"}
+RANK_FLAGS = {"--headless"}
+# Variables that name the node itself: its fabric address and interfaces, and the head's API key.
+RANK_ENV = {"VLLM_HOST_IP", "VLLM_API_KEY", "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA"}
+
+# The items of an attestation, in the order a refusal names them, with what each one is.
+ITEMS = {
+    "image_id": "engine image ID",
+    "argv": "vLLM flags (rank's place and KV size aside)",
+    "env": "environment (node address, interfaces and API key aside)",
+    "patches": "sha256 of the patched files mounted over vLLM's",
+    "host_nccl": "sha256 of the host NCCL the ranks load",
+    "entrypoint": "sha256 of the ranks' entrypoint wrapper",
+    "kernel": "kernel",
+}
+
+
+# What to do about each, named once per refusal.
+FIXES = {
+    "image_id": "put the head's image on every node (playbooks/artifacts.yml --tags image)",
+    "argv": "give every node the same engine settings (a host_vars entry on one node, e.g. engine_extra_args, makes a rank differ)",
+    "env": "give every node the same environment (engine_extra_env, nccl_environment)",
+    "patches": "make every node's patched files the same (run again: the engine role prepares them from the image)",
+    "host_nccl": "install the same NCCL on every node (the nccl role)",
+    "entrypoint": "run every node from the same collection",
+    "kernel": "run the same kernel on every node (update, then reboot the odd one)",
+}
+
+
+class AttestationError(ValueError):
+    """An attestation that cannot be built from what the rank reported."""
+
+
+def shared_argv(argv):
+    """argv without the flags that differ between ranks by design."""
+    words, shared, skip = [str(word) for word in argv or []], [], False
+    for word in words:
+        if skip:
+            skip = False
+            continue
+        if word in RANK_FLAGS_WITH_VALUE:
+            skip = True
+            continue
+        if word in RANK_FLAGS:
+            continue
+        shared.append(word)
+    return shared
+
+
+def shared_env(env):
+    """The environment without the variables that name the node itself."""
+    if not isinstance(env, dict):
+        raise AttestationError(f"a rank's environment must be a mapping, not {type(env).__name__}")
+    return {key: str(value) for key, value in sorted(env.items()) if key not in RANK_ENV}
+
+
+def _sha(value):
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def rank_attestation(rank):
+    """What one rank will run: {image_id, argv, env, patches, host_nccl, entrypoint, kernel} and their hashes.
+
+    `rank` is what the engine role rendered and read for it: image_id, argv, env, patches (sha256 of
+    each patched file, in mount order), host_nccl (sha256 or ""), entrypoint (sha256), kernel.
+    """
+    if not rank.get("image_id"):
+        raise AttestationError("a rank's attestation needs its image_id")
+    argv, env = shared_argv(rank.get("argv")), shared_env(rank.get("env") or {})
+    return {
+        "image_id": str(rank["image_id"]),
+        "argv": argv,
+        "argv_sha256": _sha(argv),
+        "env": env,
+        "env_sha256": _sha(env),
+        "patches": [str(checksum) for checksum in rank.get("patches") or []],
+        "host_nccl": str(rank.get("host_nccl") or ""),
+        "entrypoint": str(rank.get("entrypoint") or ""),
+        "kernel": str(rank.get("kernel") or ""),
+    }
+
+
+def _flag_lines(argv):
+    """argv as one entry per flag with its value (`vllm serve MODEL` first), so a changed value names its flag."""
+    lines = []
+    for word in argv or []:
+        if word.startswith("--") or not lines:
+            lines.append(word)
+        else:
+            lines[-1] += " " + word
+    return lines
+
+
+def _describe(item, value, other):
+    """A short, readable form of one rank's value: for argv and env, what it has that the other lacks."""
+    if item == "argv":
+        theirs = _flag_lines(other)
+        mine = [line for line in _flag_lines(value) if line not in theirs]
+        return ", ".join(mine) if mine else "(nothing the other lacks)"
+    if item == "env":
+        mine = {key: val for key, val in value.items() if other.get(key) != val}
+        return ", ".join(f"{key}={val}" for key, val in mine.items()) or "(nothing the other lacks)"
+    return value if value not in ("", []) else "(none)"
+
+
+def parity_differences(attestations, reference=None):
+    """Every item on which a rank differs from the reference rank (the head: the first one given).
+
+    attestations: {node: rank_attestation(...)} in rank order. Returns a list of
+    {node, item, what, value, reference_node, reference_value}; empty when every rank agrees.
+    """
+    nodes = list(attestations)
+    if not nodes:
+        return []
+    reference = reference or nodes[0]
+    if reference not in attestations:
+        raise AttestationError(f"reference rank {reference!r} is not among {nodes}")
+    wanted = attestations[reference]
+    differences = []
+    for node in nodes:
+        if node == reference:
+            continue
+        mine = attestations[node]
+        for item, what in ITEMS.items():
+            if mine.get(item) == wanted.get(item):
+                continue
+            differences.append(
+                {
+                    "node": node,
+                    "item": item,
+                    "what": what,
+                    "value": _describe(item, mine.get(item), wanted.get(item)),
+                    "reference_node": reference,
+                    "reference_value": _describe(item, wanted.get(item), mine.get(item)),
+                }
+            )
+    return differences
+
+
+def parity_message(differences, engine):
+    """One refusal naming every rank, item and both values."""
+    lines = [
+        f"{difference['node']}: {difference['what']}: {difference['value']} where {difference['reference_node']} (the head) has {difference['reference_value']}"
+        for difference in differences
+    ]
+    fixes = [FIXES[item] for item in dict.fromkeys(difference["item"] for difference in differences) if item in FIXES]
+    return f"The ranks of engine '{engine}' would run different things: " + "; ".join(lines) + ". To fix: " + "; ".join(fixes) + "."
+
+
+def attestation_summary(record):
+    """One line for status.yml from a launch's record (attestation.json on the head)."""
+    ranks = record.get("ranks") or {}
+    if not ranks:
+        return "rank attestation: empty record"
+    head = next(iter(ranks.values()))
+    differences = parity_differences(ranks)
+    verdict = "every rank the same" if not differences else f"{len(differences)} difference(s): " + parity_message(differences, record.get("engine", "?"))
+    return (
+        f"rank attestation at {record.get('attested_at', '?')} (lane {record.get('lane', '?')}): {len(ranks)} ranks, image {head.get('image_id', '?')[:19]}, "
+        f"argv {head.get('argv_sha256', '?')[:12]}, env {head.get('env_sha256', '?')[:12]}, {len(head.get('patches') or [])} patched file(s), "
+        f"kernel {head.get('kernel') or '?'}: {verdict}"
+    )

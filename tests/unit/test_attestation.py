@@ -1,0 +1,118 @@
+"""Rank parity (module_utils/attestation): what differs by design is taken out, anything else is named."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import attestation, serve_args
+
+SETTINGS = {
+    "model_path": "/model",
+    "served_model_name": "glm-5.3-flash",
+    "host": "0.0.0.0",
+    "port": 8000,
+    "tensor_parallel_size": 4,
+    "gpu_memory_utilization": 0.85,
+    "extra_args": [],
+}
+LANE = {"name": "500k", "max_model_len": 500000, "max_num_seqs": 5}
+
+
+def rank(node_rank, extra_args=(), kv_bytes=None, env=None, image_id="sha256:aaa", **other):
+    argv = serve_args.serve_argv(dict(SETTINGS, extra_args=list(extra_args)), lane=LANE, rank=node_rank, nnodes=4, master_addr="10.0.0.1", master_port=29500)
+    if kv_bytes is not None:
+        argv += ["--kv-cache-memory-bytes", str(kv_bytes)]
+    base_env = {"VLLM_HOST_IP": f"10.0.0.{node_rank + 1}", "GLOO_SOCKET_IFNAME": "eth0", "OMP_NUM_THREADS": "1"}
+    if node_rank == 0:
+        base_env["VLLM_API_KEY"] = "secret-key"
+    return attestation.rank_attestation(
+        dict({"image_id": image_id, "argv": argv, "env": dict(base_env, **(env or {})), "kernel": "6.8.0", "entrypoint": "e1"}, **other)
+    )
+
+
+def engine(**changes):
+    ranks = {f"spark{index + 1}": rank(index, kv_bytes=2362232012 if index == 0 else 2576980377) for index in range(4)}
+    ranks.update(changes)
+    return ranks
+
+
+def test_ranks_of_one_engine_agree_though_their_place_address_key_and_kv_size_differ():
+    ranks = engine()
+    assert ranks["spark1"]["argv_sha256"] == ranks["spark4"]["argv_sha256"]
+    assert ranks["spark1"]["env_sha256"] == ranks["spark2"]["env_sha256"]
+    assert "secret-key" not in repr(ranks["spark1"])
+    assert attestation.parity_differences(ranks) == []
+
+
+def test_a_flag_one_rank_has_is_named_with_both_values():
+    ranks = engine(spark3=rank(2, extra_args=["--enable-prefix-caching"], kv_bytes=2576980377))
+    (difference,) = attestation.parity_differences(ranks)
+    assert difference["node"] == "spark3"
+    assert difference["item"] == "argv"
+    assert difference["value"] == "--enable-prefix-caching"
+    assert difference["reference_node"] == "spark1"
+    assert difference["reference_value"] == "(nothing the other lacks)"
+    message = attestation.parity_message([difference], "sparks")
+    assert message == (
+        "The ranks of engine 'sparks' would run different things: spark3: vLLM flags (rank's place and KV size aside): "
+        "--enable-prefix-caching where spark1 (the head) has (nothing the other lacks). To fix: give every node the same engine "
+        "settings (a host_vars entry on one node, e.g. engine_extra_args, makes a rank differ)."
+    )
+
+
+def test_another_image_a_variable_and_a_kernel_are_each_named():
+    ranks = engine(spark2=rank(1, image_id="sha256:bbb", env={"OMP_NUM_THREADS": "2"}, kernel="6.11.0"))
+    differences = {(item["node"], item["item"]): item for item in attestation.parity_differences(ranks)}
+    assert set(differences) == {("spark2", "image_id"), ("spark2", "env"), ("spark2", "kernel")}
+    assert (differences["spark2", "image_id"]["value"], differences["spark2", "image_id"]["reference_value"]) == ("sha256:bbb", "sha256:aaa")
+    assert differences["spark2", "env"]["value"] == "OMP_NUM_THREADS=2"
+    assert differences["spark2", "env"]["reference_value"] == "OMP_NUM_THREADS=1"
+    assert differences["spark2", "kernel"]["value"] == "6.11.0"
+
+
+def test_a_patch_or_host_nccl_that_differs_is_named():
+    ranks = engine(spark4=rank(3, patches=["p2"], host_nccl="n2"))
+    ranks["spark1"] = rank(0, patches=["p1"], host_nccl="n1")
+    items = {item["item"] for item in attestation.parity_differences(ranks) if item["node"] == "spark4"}
+    assert items == {"patches", "host_nccl"}
+
+
+def test_a_value_of_a_shared_flag_that_differs_is_a_difference():
+    """--max-model-len is the lane's: a rank with another lane's value differs (a half-switched engine)."""
+    ranks = engine()
+    other = dict(LANE, max_model_len=200000)
+    argv = serve_args.serve_argv(SETTINGS, lane=other, rank=1, nnodes=4, master_addr="10.0.0.1", master_port=29500)
+    ranks["spark2"] = attestation.rank_attestation({"image_id": "sha256:aaa", "argv": argv, "env": {}, "kernel": "6.8.0", "entrypoint": "e1"})
+    ranks["spark2"]["env"], ranks["spark2"]["env_sha256"] = ranks["spark1"]["env"], ranks["spark1"]["env_sha256"]
+    (difference,) = attestation.parity_differences(ranks)
+    assert difference["item"] == "argv"
+    assert difference["value"] == "--max-model-len 200000"
+    assert difference["reference_value"] == "--max-model-len 500000"
+
+
+@pytest.mark.parametrize(
+    ("given", "error"),
+    [
+        ({"argv": []}, "needs its image_id"),
+        ({"image_id": "sha256:aaa", "env": ["A=1"]}, "must be a mapping, not list"),
+    ],
+)
+def test_what_is_not_an_attestation_is_refused(given, error):
+    with pytest.raises(attestation.AttestationError, match=error):
+        attestation.rank_attestation(given)
+
+
+def test_a_reference_that_is_not_a_rank_is_refused():
+    with pytest.raises(attestation.AttestationError, match="'spark9' is not among"):
+        attestation.parity_differences(engine(), reference="spark9")
+
+
+def test_status_says_what_the_last_launch_attested_in_one_line():
+    record = {"engine": "sparks", "attested_at": "2026-12-01T08:30:00Z", "lane": "500k", "ranks": engine()}
+    line = attestation.attestation_summary(record)
+    assert line.startswith("rank attestation at 2026-12-01T08:30:00Z (lane 500k): 4 ranks, image sha256:aaa, argv ")
+    assert line.endswith("0 patched file(s), kernel 6.8.0: every rank the same")
+    record["ranks"]["spark2"] = rank(1, image_id="sha256:bbb", kv_bytes=1)
+    assert "1 difference(s): The ranks of engine 'sparks' would run different things: spark2: engine image ID: sha256:bbb" in (
+        attestation.attestation_summary(record)
+    )
