@@ -308,6 +308,52 @@ def test_a_killed_head_is_reported_and_the_watch_relaunches_after_two_failed_pro
     assert "spark1: exited (exit code 137)" in events[-3]["reason"]
 
 
+def _exited(name):
+    for _unused in range(60):
+        state = _node(name, f"docker inspect -f '{{{{.State.Status}}}} {{{{.State.ExitCode}}}}' {CONTAINER}")
+        if state.startswith("exited"):
+            return state
+        time.sleep(1)
+    return state
+
+
+def test_a_wedged_worker_and_a_head_that_exits_0_are_each_healed_by_the_watch(vault):
+    """Two failures no restart policy sees: a worker whose every process is stopped (SIGSTOP) while /health
+    still answers 200, and a head whose vLLM ends with exit code 0. The watch's one-token completion
+    (under a 10 s deadline here) finds the first, the rank's state the second; each is relaunched."""
+    watch = ("playbooks/watch.yml", *vault, "-e", "watch_failures_before_relaunch=2", "-e", "watch_max_relaunches_per_hour=10")
+    watch += ("-e", "engine_probe_timeout_s=10")
+    _node("spark2", f"for pid in $(docker top {CONTAINER} -eo pid | tail -n +2); do kill -STOP $pid; done")
+    assert httpx.get(f"{HEAD_API}/health", timeout=10).status_code == 200  # the wedge answers /health
+    before = _start_times()
+    rc, _unused, folded, _unused = _play(*watch, inventory=TWO)
+    assert rc == 0, folded[-3000:]
+    assert "watch: failing (1 failed probe(s) in a row" in folded
+    assert "one-token completion answered -1" in folded
+    assert _start_times() == before
+    rc, _unused, folded, _unused = _play(*watch, inventory=TWO)
+    assert rc == 0, folded[-4000:]
+    assert "watch: relaunch (0 failed probe(s) in a row" in folded
+    after = _start_times()
+    assert all(after[name] != before[name] for name in PAIR)
+    assert _completion().status_code == 200
+
+    _node("spark1", f"docker kill -s TERM {CONTAINER}")  # vLLM's own clean shutdown
+    assert _exited("spark1") == "exited 0"
+    before = _start_times()
+    rc, _unused, folded, _unused = _play(*watch, inventory=TWO)
+    assert "ranks down: spark1: exited (exit code 0)" in folded, folded[-3000:]
+    assert "watch: failing (1 failed probe(s) in a row" in folded
+    rc, _unused, folded, _unused = _play(*watch, inventory=TWO)
+    assert rc == 0, folded[-4000:]
+    assert "watch: relaunch (0 failed probe(s) in a row" in folded
+    after = _start_times()
+    assert all(after[name] != before[name] for name in PAIR)
+    assert _completion().status_code == 200
+    decisions = [event["decision"] for event in _watch_events()[-6:]]
+    assert decisions == ["failing", "relaunch", "relaunched", "failing", "relaunch", "relaunched"], decisions
+
+
 def test_the_watch_stops_relaunching_at_its_hourly_cap(vault):
     _node("spark2", f"docker kill {CONTAINER}")
     before = _start_times()
