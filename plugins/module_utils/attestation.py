@@ -27,7 +27,6 @@ ITEMS = {
     "env": "environment (node address, interfaces and API key aside)",
     "patches": "sha256 of the patched files mounted over vLLM's",
     "host_nccl": "sha256 of the host NCCL the ranks load",
-    "entrypoint": "sha256 of the ranks' entrypoint wrapper",
     "kernel": "kernel",
 }
 
@@ -39,7 +38,6 @@ FIXES = {
     "env": "give every node the same environment (engine_extra_env, nccl_environment)",
     "patches": "make every node's patched files the same (run again: the engine role prepares them from the image)",
     "host_nccl": "install the same NCCL on every node (the nccl role)",
-    "entrypoint": "run every node from the same collection",
     "kernel": "run the same kernel on every node (update, then reboot the odd one)",
 }
 
@@ -76,10 +74,11 @@ def _sha(value):
 
 
 def rank_attestation(rank):
-    """What one rank will run: {image_id, argv, env, patches, host_nccl, entrypoint, kernel} and their hashes.
+    """What one rank will run: {image_id, argv, env, patches, host_nccl, kernel} and their hashes.
 
     `rank` is what the engine role rendered and read for it: image_id, argv, env, patches (sha256 of
-    each patched file, in mount order), host_nccl (sha256 or ""), entrypoint (sha256), kernel.
+    each patched file, in mount order), host_nccl (sha256 or ""), kernel. (The entrypoint wrapper is
+    not attested: every rank gets the same file from the controller, and the fingerprint holds it.)
     """
     if not rank.get("image_id"):
         raise AttestationError("a rank's attestation needs its image_id")
@@ -92,7 +91,6 @@ def rank_attestation(rank):
         "env_sha256": _sha(env),
         "patches": [str(checksum) for checksum in rank.get("patches") or []],
         "host_nccl": str(rank.get("host_nccl") or ""),
-        "entrypoint": str(rank.get("entrypoint") or ""),
         "kernel": str(rank.get("kernel") or ""),
     }
 

@@ -25,9 +25,7 @@ def rank(node_rank, extra_args=(), kv_bytes=None, env=None, image_id="sha256:aaa
     base_env = {"VLLM_HOST_IP": f"10.0.0.{node_rank + 1}", "GLOO_SOCKET_IFNAME": "eth0", "OMP_NUM_THREADS": "1"}
     if node_rank == 0:
         base_env["VLLM_API_KEY"] = "secret-key"
-    return attestation.rank_attestation(
-        dict({"image_id": image_id, "argv": argv, "env": dict(base_env, **(env or {})), "kernel": "6.8.0", "entrypoint": "e1"}, **other)
-    )
+    return attestation.rank_attestation(dict({"image_id": image_id, "argv": argv, "env": dict(base_env, **(env or {})), "kernel": "6.8.0"}, **other))
 
 
 def engine(**changes):
@@ -82,7 +80,7 @@ def test_a_value_of_a_shared_flag_that_differs_is_a_difference():
     ranks = engine()
     other = dict(LANE, max_model_len=200000)
     argv = serve_args.serve_argv(SETTINGS, lane=other, rank=1, nnodes=4, master_addr="10.0.0.1", master_port=29500)
-    ranks["spark2"] = attestation.rank_attestation({"image_id": "sha256:aaa", "argv": argv, "env": {}, "kernel": "6.8.0", "entrypoint": "e1"})
+    ranks["spark2"] = attestation.rank_attestation({"image_id": "sha256:aaa", "argv": argv, "env": {}, "kernel": "6.8.0"})
     ranks["spark2"]["env"], ranks["spark2"]["env_sha256"] = ranks["spark1"]["env"], ranks["spark1"]["env_sha256"]
     (difference,) = attestation.parity_differences(ranks)
     assert difference["item"] == "argv"
