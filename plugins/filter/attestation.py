@@ -24,4 +24,5 @@ class FilterModule:
             "parity_differences": _wrap(attestation.parity_differences),
             "parity_message": _wrap(attestation.parity_message),
             "attestation_summary": _wrap(attestation.attestation_summary),
+            "fabric_identity": _wrap(attestation.fabric_identity),
         }

@@ -42,6 +42,27 @@ FIXES = {
 }
 
 
+# What carries the ranks' collective traffic: the image (its NCCL or gloo), the variables that steer
+# the fabric, and the engine's shape. An engine whose ranks all ran with the same identity, and that
+# streams a token now, has all-reduced across that very fabric for it (engine role: the all-reduce
+# check is then not run again before a relaunch that keeps the identity, e.g. a lane switch).
+FABRIC_ENV_PREFIXES = ("NCCL_", "GLOO_", "UCX_")
+FABRIC_ENV = {"VLLM_HOST_IP", "MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES"}
+TOPOLOGY_FLAGS = {
+    "--tensor-parallel-size": "--tensor-parallel-size",
+    "-tp": "--tensor-parallel-size",
+    "--pipeline-parallel-size": "--pipeline-parallel-size",
+    "-pp": "--pipeline-parallel-size",
+    "--data-parallel-size": "--data-parallel-size",
+    "-dp": "--data-parallel-size",
+    "--nnodes": "--nnodes",
+    "--node-rank": "--node-rank",
+    "--master-addr": "--master-addr",
+    "--master-port": "--master-port",
+    "--distributed-executor-backend": "--distributed-executor-backend",
+}
+
+
 class AttestationError(ValueError):
     """An attestation that cannot be built from what the rank reported."""
 
@@ -175,3 +196,32 @@ def attestation_summary(record):
         f"argv {head.get('argv_sha256', '?')[:12]}, env {head.get('env_sha256', '?')[:12]}, {len(head.get('patches') or [])} patched file(s), "
         f"kernel {head.get('kernel') or '?'}: {verdict}"
     )
+
+
+def fabric_identity(rank):
+    """What of one rank carries collective traffic: {image_id, env, topology}.
+
+    `rank`: {image_id, argv, env} as rendered for it. env keeps the fabric's variables (NCCL_*,
+    GLOO_*, UCX_*, the node's address, its visible devices); topology keeps the flags that shape the
+    engine (parallel sizes, node count and rank, master address and port, executor backend), in
+    their long names, `--flag=value` read like `--flag value`. Everything else (lane, memory, batch
+    size) can change without changing the fabric.
+    """
+    if not rank.get("image_id"):
+        raise AttestationError("a rank's fabric identity needs its image_id")
+    env = rank.get("env") or {}
+    if not isinstance(env, dict):
+        raise AttestationError(f"a rank's environment must be a mapping, not {type(env).__name__}")
+    words, topology = [str(word) for word in rank.get("argv") or []], {}
+    for index, word in enumerate(words):
+        flag, equals, value = word.partition("=")
+        if flag not in TOPOLOGY_FLAGS:
+            continue
+        if not equals:
+            value = words[index + 1] if index + 1 < len(words) and not words[index + 1].startswith("-") else ""
+        topology[TOPOLOGY_FLAGS[flag]] = value
+    return {
+        "image_id": str(rank["image_id"]),
+        "env": {key: str(value) for key, value in sorted(env.items()) if key.startswith(FABRIC_ENV_PREFIXES) or key in FABRIC_ENV},
+        "topology": dict(sorted(topology.items())),
+    }

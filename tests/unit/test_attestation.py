@@ -114,3 +114,55 @@ def test_status_says_what_the_last_launch_attested_in_one_line():
     assert "1 difference(s): The ranks of engine 'sparks' would run different things: spark2: engine image ID: sha256:bbb" in (
         attestation.attestation_summary(record)
     )
+
+
+def _rendered(node_rank, lane=None, env=None, image_id="sha256:aaa", argv_edit=None):
+    argv = serve_args.serve_argv(SETTINGS, lane=lane or LANE, rank=node_rank, nnodes=4, master_addr="10.0.0.1", master_port=29500)
+    if argv_edit:
+        argv = argv_edit(argv)
+    base_env = {"VLLM_HOST_IP": f"10.0.0.{node_rank + 1}", "GLOO_SOCKET_IFNAME": "eth0", "OMP_NUM_THREADS": "1"}
+    return {"image_id": image_id, "argv": argv, "env": dict(base_env, **(env or {}))}
+
+
+def _without(argv, flag):
+    """argv without flag and its value."""
+    index = argv.index(flag)
+    return argv[:index] + argv[index + 2 :]
+
+
+def test_a_lane_switch_keeps_the_fabric_identity_of_every_rank():
+    other_lane = {"name": "200k", "max_model_len": 200000, "max_num_seqs": 15}
+    for node_rank in range(4):
+        before, after = (attestation.fabric_identity(_rendered(node_rank, lane=lane)) for lane in (LANE, other_lane))
+        assert before == after
+        assert before["topology"] == {
+            "--distributed-executor-backend": "mp",
+            "--master-addr": "10.0.0.1",
+            "--master-port": "29500",
+            "--nnodes": "4",
+            "--node-rank": str(node_rank),
+            "--pipeline-parallel-size": "1",
+            "--tensor-parallel-size": "4",
+        }
+        assert before["env"] == {"GLOO_SOCKET_IFNAME": "eth0", "VLLM_HOST_IP": f"10.0.0.{node_rank + 1}"}  # OMP_NUM_THREADS does not steer the fabric
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"image_id": "sha256:bbb"},
+        {"env": {"NCCL_IB_HCA": "rocep1s0f1"}},
+        {"env": {"GLOO_SOCKET_IFNAME": "eth1"}},
+        {"argv_edit": lambda argv: [*_without(argv, "--nnodes"), "--nnodes", "3"]},
+        {"argv_edit": lambda argv: [*_without(argv, "--tensor-parallel-size"), "-tp", "2"]},
+        {"argv_edit": lambda argv: [*_without(argv, "--distributed-executor-backend"), "--distributed-executor-backend=ray"]},
+    ],
+    ids=["image", "nccl variable", "interface", "another node count", "tensor parallel size in its short form", "executor backend given with ="],
+)
+def test_what_carries_the_traffic_changes_the_fabric_identity(change):
+    assert attestation.fabric_identity(_rendered(1, **change)) != attestation.fabric_identity(_rendered(1))
+
+
+def test_a_fabric_identity_without_an_image_is_refused():
+    with pytest.raises(attestation.AttestationError, match="image_id"):
+        attestation.fabric_identity({"argv": [], "env": {}})
