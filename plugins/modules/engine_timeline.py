@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # Copyright: sparkfleet developers
 # Apache License 2.0 (see galaxy.yml)
-"""Build the readiness timeline of a launch and measure its first streamed token."""
+"""Build the readiness timeline of a launch up to its first streamed token (measured by the launch's wait)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,15 @@ module: engine_timeline
 short_description: Where a launch's time went, rank by rank, up to the first streamed token
 version_added: 0.1.0
 description:
-  - Runs on the head right after C(/health) first answered. Sends one streamed chat completion (the first
-    request the new engine serves, so it pays for anything done lazily at the first request) and takes the
-    time its first token arrived.
+  - Runs on the head after the launch's wait (the engine role's C(wait_ready.py), which asks for one streamed completion
+    right after C(/health) first answers - the first request the new engine serves, so it pays for anything done lazily at
+    the first request) and places its first token in the timeline.
   - Reads every rank's phases from the engine's own log lines as Docker stamped them
     (C(docker logs --timestamps)) and from the container's start time (vLLM process up, weights loaded,
     KV cache allocated, graphs captured or compile done, API listening), then C(/health) and the first token.
     Times are seconds after the first rank's container started.
-  - Writes the timeline as JSON to I(path) on the head, where C(playbooks/status.yml) reads the last one.
+  - Writes the timeline as JSON to I(path) on the head, where C(playbooks/status.yml) reads the last one, with the
+    launch's rank attestation when given.
 options:
   ranks:
     description: One entry per rank, as gathered on its node.
@@ -40,18 +41,24 @@ options:
   health_at:
     description: When C(/health) first answered 200, in seconds since the epoch (the head's clock).
     type: float
-  first_token:
-    description: Measure the first streamed token (off for a launch that failed).
-    type: bool
-    default: true
-  timeout_s:
-    description: How long the first token may take (the first request may compile kernels).
+  first_token_at:
+    description: When the first streamed token came, in seconds since the epoch (the head's clock); none for a launch that failed.
     type: float
-    default: 600
+  first_token_error:
+    description: Why there is no first token (kept in the timeline).
+    type: str
+    default: ""
   path:
     description: Where the timeline is written as JSON (replaced atomically).
     type: path
     required: true
+  attestation:
+    description:
+      - What every rank of this launch attested (the engine role's rank parity record), kept in the same record as
+        C(attestation), so that one file on the head and one under the controller's reports/ tie the launch's times
+        to what it runs.
+    type: dict
+    version_added: 0.1.0
 notes:
   - Check mode builds nothing and writes nothing.
   - The node's clock and Docker's stamps are the same clock (the head's), so the phases and the first token are
@@ -67,7 +74,6 @@ attributes:
     support: full
 extends_documentation_fragment:
   - sparkfleet.vllm.attributes
-  - sparkfleet.vllm.engine_api
 author: sparkfleet developers (@sparkfleet)
 """
 
@@ -79,8 +85,7 @@ EXAMPLES = r"""
     engine: sparks
     lane: 500k
     health_at: 1764528500.2
-    url: http://127.0.0.1:8000
-    model: glm-5.3-flash
+    first_token_at: 1764528501.9
     path: /opt/sparkfleet/readiness.json
   register: engine_timeline
 """
@@ -100,41 +105,10 @@ table:
 import json
 import os
 import tempfile
-import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.urls import open_url
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils.readiness import TimelineError, build_timeline, format_timeline
-from ansible_collections.sparkfleet.vllm.plugins.module_utils.stream_bench import SSEDecoder
-
-
-def first_token_time(url: str, model: str, api_key: str, timeout_s: float) -> tuple[float | None, str]:
-    """Epoch time of the first streamed token (content or reasoning), or None and why."""
-    body = {
-        "model": model,
-        "messages": [{"role": "user", "content": "Reply with exactly: PING-OK"}],
-        "max_tokens": 4,
-        "stream": True,
-        "chat_template_kwargs": {"enable_thinking": False},
-    }
-    headers = {"Content-Type": "application/json"}
-    if api_key:
-        headers["Authorization"] = "Bearer " + api_key
-    decoder = SSEDecoder()
-    try:
-        response = open_url(url.rstrip("/") + "/v1/chat/completions", data=json.dumps(body), headers=headers, method="POST", timeout=timeout_s)
-        for line in response:
-            data = decoder.feed_line(line.decode("utf-8", errors="replace"))
-            if data is None or data == "[DONE]":
-                continue
-            for choice in json.loads(data).get("choices") or []:
-                delta = choice.get("delta") or {}
-                if delta.get("content") or delta.get("reasoning") or delta.get("reasoning_content"):
-                    return time.time(), ""
-    except Exception as error:  # the timeline is still written; the probe after it judges health
-        return None, f"no first token: {type(error).__name__}: {error}"
-    return None, "the stream ended without a token"
 
 
 def main() -> None:
@@ -154,21 +128,19 @@ def main() -> None:
             "engine": {"type": "str", "required": True},
             "lane": {"type": "str", "required": True},
             "health_at": {"type": "float"},
-            "first_token": {"type": "bool", "default": True},
-            "url": {"type": "str", "required": True},
-            "model": {"type": "str", "required": True},
-            "api_key": {"type": "str", "no_log": True},
-            "timeout_s": {"type": "float", "default": 600},
+            # A time and a reason about a streamed token, not a credential.
+            "first_token_at": {"type": "float", "no_log": False},
+            "first_token_error": {"type": "str", "default": "", "no_log": False},
             "path": {"type": "path", "required": True},
+            "attestation": {"type": "dict"},
         },
         supports_check_mode=True,
     )
     params = module.params
     if module.check_mode:
         module.exit_json(changed=False, timeline={}, table=[])
-    first_token_at, first_token_error = None, ""
-    if params["first_token"]:
-        first_token_at, first_token_error = first_token_time(params["url"], params["model"], params["api_key"] or "", params["timeout_s"])
+    first_token_at = params["first_token_at"]
+    first_token_error = "" if first_token_at is not None else params["first_token_error"] or "not measured"
     try:
         timeline = build_timeline(
             params["ranks"],
@@ -181,6 +153,8 @@ def main() -> None:
     except TimelineError as error:
         module.fail_json(msg=f"The readiness timeline could not be built: {error}")
         return
+    if params["attestation"]:
+        timeline["attestation"] = params["attestation"]
     directory = os.path.dirname(params["path"])
     os.makedirs(directory, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=directory, prefix=".readiness.")

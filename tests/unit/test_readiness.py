@@ -1,9 +1,11 @@
 """The readiness timeline (module_utils/readiness): recorded cpu-profile logs, vLLM's GPU log lines,
-the module as Ansible runs it against a real HTTP server that streams, and the filter status.yml uses."""
+the launch's wait timing a first token from a real HTTP server that streams, the module as Ansible runs
+it, and the filter status.yml uses."""
 
 from __future__ import annotations
 
 import http.server
+import importlib.util
 import json
 import os
 import pathlib
@@ -19,6 +21,7 @@ from ansible_collections.sparkfleet.vllm.plugins.module_utils import readiness
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DATA = REPO / "tests/data/readiness"
 MODULE = REPO / "plugins/modules/engine_timeline.py"
+WAIT_READY = REPO / "roles/engine/files/wait_ready.py"
 
 
 def _recorded_ranks() -> list[dict]:
@@ -134,6 +137,7 @@ def test_the_status_filter_prints_the_table_and_names_a_file_that_is_not_a_timel
 
 class _StreamingHandler(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
+        self.server.authorization = self.headers.get("Authorization")
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         assert body["stream"] is True
         self.send_response(200)
@@ -151,42 +155,65 @@ class _StreamingHandler(http.server.BaseHTTPRequestHandler):
         return
 
 
-def test_the_module_measures_the_first_streamed_token_and_writes_the_timeline(tmp_path):
+def _wait_ready():
+    """roles/engine/files/wait_ready.py, the launch's wait on the head (stdlib only), imported as a module."""
+    spec = importlib.util.spec_from_file_location("wait_ready", WAIT_READY)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_wait_times_the_first_streamed_token_not_the_role_only_chunk_and_sends_the_key():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _StreamingHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        sent = time.time()
+        at, why = _wait_ready().first_token_at(f"http://127.0.0.1:{server.server_address[1]}", "glm-5.3-flash", "the-key", 30)
+    finally:
+        server.shutdown()
+    assert why == ""
+    assert at >= server.token_sent_at >= sent + 0.3
+    assert server.authorization == "Bearer the-key"
+
+
+def test_the_wait_says_why_there_is_no_first_token():
+    at, why = _wait_ready().first_token_at("http://127.0.0.1:9", "m", "", 5)
+    assert at is None
+    assert why.startswith("URLError: ")
+
+
+def test_the_module_places_the_waits_first_token_and_writes_the_timeline(tmp_path):
     path = tmp_path / "state" / "readiness.json"
+    zero = min(readiness.parse_docker_time(rank["started_at"]) for rank in _recorded_ranks())
+    attestation = {"engine": "sparks", "lane": "500k", "ranks": {"spark1": {"image_id": "sha256:aaa"}}}
     args = {
         "ranks": _recorded_ranks(),
         "engine": "sparks",
         "lane": "500k",
-        "health_at": time.time(),
-        "url": f"http://127.0.0.1:{server.server_address[1]}",
-        "model": "glm-5.3-flash",
+        "health_at": zero + 40.0,
+        "first_token_at": zero + 42.26,
         "path": str(path),
-        "timeout_s": 30,
+        "attestation": attestation,
     }
-    try:
-        sent = time.time()
-        result = _run_module(args, tmp_path)
-    finally:
-        server.shutdown()
+    result = _run_module(args, tmp_path)
     assert result.get("failed") is not True, result
     written = json.loads(path.read_text())
     assert written == result["timeline"]
-    zero = min(readiness.parse_docker_time(rank["started_at"]) for rank in args["ranks"])
-    assert written["first_token"] >= round(server.token_sent_at - zero, 1) - 0.1
-    assert written["first_token"] >= round(sent + 0.3 - zero, 1) - 0.1
+    assert (written["health"], written["first_token"]) == (40.0, 42.3)
+    assert written["attestation"] == attestation
+    assert "first_token_error" not in written
     assert result["table"] == readiness.format_timeline(written)
 
 
 def test_the_module_records_why_there_is_no_first_token_and_still_writes_the_timeline(tmp_path):
     path = tmp_path / "readiness.json"
-    args = {"ranks": _recorded_ranks(), "engine": "sparks", "lane": "500k", "url": "http://127.0.0.1:9", "model": "m", "path": str(path), "timeout_s": 5}
+    args = {"ranks": _recorded_ranks(), "engine": "sparks", "lane": "500k", "first_token_error": "no first token: URLError: refused", "path": str(path)}
     result = _run_module(args, tmp_path)
     assert result.get("failed") is not True, result
     assert result["timeline"]["first_token"] is None
-    assert result["timeline"]["first_token_error"].startswith("no first token: ")
+    assert result["timeline"]["first_token_error"] == "no first token: URLError: refused"
     assert json.loads(path.read_text())["first_token_error"] == result["timeline"]["first_token_error"]
+    assert result["table"][-2].endswith("first streamed token at - (no first token: URLError: refused)")
 
 
 def _run_module(args: dict, tmp_path: pathlib.Path) -> dict:

@@ -358,9 +358,12 @@ def test_lane_switch_on_full_nodes_restarts_every_rank_and_only_the_ranks_move_m
     assert changed["spark1"] > 2
     assert all(changed[name] == 2 for name in RANKS if name != "spark1"), changed
     assert "lane 1m (1000000 x 3)" in output
-    # The all-reduce ran on the idle nodes, after the old ranks stopped and before the launch.
+    # The switch keeps every rank's image, fabric variables and shape: the running engine streamed a token over
+    # that fabric before its ranks stopped, so the all-reduce was not run again (the clock burn would be, on GPUs).
+    asked = output.index("Ask the running engine for a token over the fabric the relaunch keeps")
     stopped = output.index("Stop and remove this node's rank")
-    assert stopped < output.index("All-reduce across the engine's nodes, one rank per node") < output.index("Start the workers (headless) first")
+    assert asked < stopped < output.index("All-reduce not run: the running engine, on the same image") < output.index("Start the workers (headless) first")
+    assert "All-reduce across the engine's nodes, one rank per node" not in output
     # The readiness timeline of the relaunch: printed, and written under reports/ with every phase of the head.
     assert "readiness of engine sparks, lane 1m" in output
     first_token = re.search(r"first streamed token at ([0-9.]+) s", output)
@@ -373,6 +376,13 @@ def test_lane_switch_on_full_nodes_restarts_every_rank_and_only_the_ranks_move_m
     assert [head[phase] for phase in phases] == sorted(head[phase] for phase in phases)
     assert head["api_up"] <= timeline["health"] <= timeline["first_token"] == float(first_token.group(1))
     assert [row["node"] for row in timeline["ranks"]] == list(RANKS)
+    # What every rank attested before the launch, in the same record.
+    assert timeline["attestation"]["lane"] == "1m"
+    assert list(timeline["attestation"]["ranks"]) == list(RANKS)
+    head_image = subprocess.run(
+        ["docker", "exec", "spark1", "docker", "inspect", "-f", "{{.Image}}", CONTAINER], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert {rank["image_id"] for rank in timeline["attestation"]["ranks"].values()} == {head_image}
 
 
 def test_a_foreign_process_holding_a_workers_memory_refuses_a_relaunch_before_any_rank_stops():
@@ -456,6 +466,10 @@ def test_two_spark_layout_deploys_tp2_from_inventory_alone():
     output, _unused = _run_playbook("site.yml", inventory=two_nodes, hosts=("spark1", "spark2"))
     assert "engine sparks: 2 ranks, lane 262k (262144 x 6)" in output
     _assert_site_ended_with_the_bench_table_and_wrote_reports(output, started, "262k")
+    # Another shape: nothing running proves its fabric, so the all-reduce ran, once (preflight, on the idle
+    # nodes that hold the image; the engine does not repeat it for the same image).
+    assert output.count("All-reduce across the engine's nodes, one rank per node") == 1, output[-6000:]
+    assert "All-reduce not run" not in output
     for name, rank in (("spark1", "0"), ("spark2", "1")):
         args = json.loads(
             subprocess.run(["docker", "exec", name, "docker", "inspect", "-f", "{{json .Args}}", CONTAINER], capture_output=True, text=True, check=True).stdout

@@ -266,6 +266,9 @@ def test_a_killed_headless_rank_is_reported_and_site_at_vvv_with_vaulted_secrets
     rc, raw, folded, _unused = _play("site.yml", "-vvv", *vault, inventory=TWO)
     assert rc == 0, folded[-4000:]
     assert "engine sparks: 2 ranks, lane 262k (262144 x 6), launched" in folded
+    # A rank that is down proves no fabric: the all-reduce ran before the launch.
+    assert "All-reduce across the engine's nodes, one rank per node" in folded
+    assert "All-reduce not run" not in folded
     written = [path for path in (REPO / "reports").rglob("*") if path.is_file() and path.stat().st_mtime >= started]
     assert written, "site.yml wrote no report"
     for secret in (API_KEY, HF_TOKEN):
@@ -281,6 +284,9 @@ def test_a_killed_headless_rank_is_reported_and_site_at_vvv_with_vaulted_secrets
     rc, _unused, folded, _unused = _play("playbooks/status.yml", *vault, inventory=TWO)
     assert "engine sparks: HEALTHY" in folded
     assert "ranks down: none" in folded
+    # The launch's rank attestation, kept with its readiness timeline on the head.
+    assert re.search(r"rank attestation at \S+ \(lane 262k\): 2 ranks, image sha256:[0-9a-f]{12}", folded), folded[-3000:]
+    assert "every rank the same" in folded
 
 
 def test_a_killed_head_is_reported_and_the_watch_relaunches_after_two_failed_probes(vault):
