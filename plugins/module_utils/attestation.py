@@ -26,6 +26,7 @@ ITEMS = {
     "argv": "vLLM flags (rank's place and KV size aside)",
     "env": "environment (node address, interfaces and API key aside)",
     "patches": "sha256 of the patched files mounted over vLLM's",
+    "weights_manifest": "sha256 of the weights' manifest (every weight file's size and sha256)",
     "host_nccl": "sha256 of the host NCCL the ranks load",
     "kernel": "kernel",
 }
@@ -37,6 +38,7 @@ FIXES = {
     "argv": "give every node the same engine settings (a host_vars entry on one node, e.g. engine_extra_args, makes a rank differ)",
     "env": "give every node the same environment (engine_extra_env, nccl_environment)",
     "patches": "make every node's patched files the same (run again: the engine role prepares them from the image)",
+    "weights_manifest": "give every node the head's weights (playbooks/artifacts.yml --tags weights checks and repairs them)",
     "host_nccl": "install the same NCCL on every node (the nccl role)",
     "kernel": "run the same kernel on every node (update, then reboot the odd one)",
 }
@@ -98,7 +100,8 @@ def rank_attestation(rank):
     """What one rank will run: {image_id, argv, env, patches, host_nccl, kernel} and their hashes.
 
     `rank` is what the engine role rendered and read for it: image_id, argv, env, patches (sha256 of
-    each patched file, in mount order), host_nccl (sha256 or ""), kernel. (The entrypoint wrapper is
+    each patched file, in mount order), weights_manifest (sha256 of the weights' manifest, "missing"
+    where a node has none, "" without weights), host_nccl (sha256 or ""), kernel. (The entrypoint wrapper is
     not attested: every rank gets the same file from the controller, and the fingerprint holds it.)
     """
     if not rank.get("image_id"):
@@ -111,6 +114,7 @@ def rank_attestation(rank):
         "env": env,
         "env_sha256": _sha(env),
         "patches": [str(checksum) for checksum in rank.get("patches") or []],
+        "weights_manifest": str(rank.get("weights_manifest") or ""),
         "host_nccl": str(rank.get("host_nccl") or ""),
         "kernel": str(rank.get("kernel") or ""),
     }
@@ -194,6 +198,7 @@ def attestation_summary(record):
     return (
         f"rank attestation at {record.get('attested_at', '?')} (lane {record.get('lane', '?')}): {len(ranks)} ranks, image {head.get('image_id', '?')[:19]}, "
         f"argv {head.get('argv_sha256', '?')[:12]}, env {head.get('env_sha256', '?')[:12]}, {len(head.get('patches') or [])} patched file(s), "
+        f"weights manifest {(head.get('weights_manifest') or '-')[:12]}, "
         f"kernel {head.get('kernel') or '?'}: {verdict}"
     )
 

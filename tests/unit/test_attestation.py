@@ -75,6 +75,14 @@ def test_a_patch_or_host_nccl_that_differs_is_named():
     assert items == {"patches", "host_nccl"}
 
 
+def test_weights_of_another_manifest_or_none_on_one_node_are_named_with_the_fix():
+    ranks = {f"spark{index + 1}": rank(index, weights_manifest="w1") for index in range(4)}
+    ranks["spark3"] = rank(2, weights_manifest="missing")  # that node has no manifest: not the head's weights
+    (difference,) = attestation.parity_differences(ranks)
+    assert (difference["node"], difference["item"], difference["value"], difference["reference_value"]) == ("spark3", "weights_manifest", "missing", "w1")
+    assert "playbooks/artifacts.yml --tags weights" in attestation.parity_message([difference], "sparks")
+
+
 def test_a_value_of_a_shared_flag_that_differs_is_a_difference():
     """--max-model-len is the lane's: a rank with another lane's value differs (a half-switched engine)."""
     ranks = engine()
@@ -109,7 +117,7 @@ def test_status_says_what_the_last_launch_attested_in_one_line():
     record = {"engine": "sparks", "attested_at": "2026-12-01T08:30:00Z", "lane": "500k", "ranks": engine()}
     line = attestation.attestation_summary(record)
     assert line.startswith("rank attestation at 2026-12-01T08:30:00Z (lane 500k): 4 ranks, image sha256:aaa, argv ")
-    assert line.endswith("0 patched file(s), kernel 6.8.0: every rank the same")
+    assert line.endswith("0 patched file(s), weights manifest -, kernel 6.8.0: every rank the same")
     record["ranks"]["spark2"] = rank(1, image_id="sha256:bbb", kv_bytes=1)
     assert "1 difference(s): The ranks of engine 'sparks' would run different things: spark2: engine image ID: sha256:bbb" in (
         attestation.attestation_summary(record)

@@ -360,10 +360,17 @@ def test_lane_switch_on_full_nodes_restarts_every_rank_and_only_the_ranks_move_m
     assert "lane 1m (1000000 x 3)" in output
     # The switch keeps every rank's image, fabric variables and shape: the running engine streamed a token over
     # that fabric before its ranks stopped, so the all-reduce was not run again (the clock burn would be, on GPUs).
-    asked = output.index("Ask the running engine for a token over the fabric the relaunch keeps")
-    stopped = output.index("Stop and remove this node's rank")
+    asked = output.index("Ask the running engine for a token before its ranks stop")
+    stopped = output.index("Stop this node's rank (kept for a roll back when the engine served, else removed)")
     assert asked < stopped < output.index("All-reduce not run: the running engine, on the same image") < output.index("Start the workers (headless) first")
     assert "All-reduce across the engine's nodes, one rank per node" not in output
+    # The old ranks were kept, stopped, for a roll back (the new engine booted: nothing rolled back).
+    for name in RANKS:
+        kept = subprocess.run(
+            ["docker", "exec", name, "docker", "inspect", "-f", "{{.State.Status}} {{index .Config.Labels \"io.sparkfleet.lane\"}}", f"{CONTAINER}-previous"],
+            capture_output=True, text=True, check=True,
+        ).stdout.split()  # fmt: skip
+        assert kept == ["exited", "500k"], (name, kept)
     # The readiness timeline of the relaunch: printed, and written under reports/ with every phase of the head.
     assert "readiness of engine sparks, lane 1m" in output
     first_token = re.search(r"first streamed token at ([0-9.]+) s", output)
@@ -410,7 +417,7 @@ def test_a_foreign_process_holding_a_workers_memory_refuses_a_relaunch_before_an
         assert "lower engine_gpu_memory_utilization to" in out
         assert "spark3 failed a check above (the memory check: the relaunch would not fit there; or, on the head, vLLM" in out
         assert "No rank was stopped; the engine that runs now keeps serving" in out
-        assert "Stop and remove this node's rank" not in out
+        assert "Stop this node's rank (kept for a roll back" not in out
         assert _start_times() == before
         test_head_streams_a_chat_completion(False)  # still serving, after the refusal
     finally:

@@ -182,7 +182,7 @@ def test_a_flag_the_images_vllm_does_not_know_is_refused_before_any_rank_stops()
     assert rc != 0
     assert "refuses the argv of spark1 (rank 0): unrecognized arguments: --not-a-real-flag 1; spark2 (rank 1)" in folded, folded[-3000:]
     assert "No rank was stopped; the engine that runs now keeps serving" in folded
-    assert "Stop and remove this node's rank" not in folded
+    assert "Stop this node's rank (kept for a roll back" not in folded
     assert _start_times() == before
     assert _completion(key=None).status_code == 200  # still serving (no key set on this engine yet)
 
@@ -206,7 +206,7 @@ def test_a_rank_given_another_flag_is_refused_before_any_rank_stops_naming_both(
     ) in folded.replace("''", "'"), folded[-3000:]
     assert "a host_vars entry on one node, e.g. engine_extra_args, makes a rank differ" in folded
     assert "No rank was stopped" in folded
-    assert "Stop and remove this node's rank" not in folded
+    assert "Stop this node's rank (kept for a roll back" not in folded
     assert _start_times() == before
     assert _completion(key=None).status_code == 200
 
@@ -226,7 +226,7 @@ def test_a_rank_given_another_image_under_the_same_tag_is_refused_naming_both_id
         assert rc != 0
         assert f"spark2: engine image ID: {other_id} where spark1 (the head) has {head_id}" in folded, folded[-3000:]
         assert "put the head's image on every node (playbooks/artifacts.yml --tags image)" in folded
-        assert "Stop and remove this node's rank" not in folded
+        assert "Stop this node's rank (kept for a roll back" not in folded
         assert _start_times() == before
         assert _completion(key=None).status_code == 200
     finally:
@@ -249,6 +249,41 @@ def test_an_edited_whole_file_patch_relaunches_every_rank_which_then_serves_the_
     for name in PAIR:
         assert _node(name, f"docker exec {CONTAINER} sha256sum {PATCH_TARGET}").split()[0] == edited, name
     assert _completion(key=None).status_code == 200
+
+
+# --- a relaunch that does not boot -------------------------------------------------------
+
+# A lane the nodes' KV cache cannot hold at this gmu (0.2 GiB of KV per rank: vLLM estimates 838,656 tokens
+# of the 1,048,576 asked): every check before the stop passes (the argv parses, the memory fits), and vLLM
+# refuses it at boot, once it has sized its KV cache.
+LANE_THAT_CANNOT_BOOT = ("-e", "engine_gpu_memory_utilization=0.35", "-e", '{"lane_overrides": {"max_model_len": 1048576}}')
+
+
+def test_a_lane_that_cannot_boot_fails_and_the_previous_lane_serves_again():
+    before = _start_times()
+    rc, _unused, folded, _unused = _play("playbooks/lane.yml", *LANE_THAT_CANNOT_BOOT, inventory=TWO)
+    assert rc != 0
+    assert "The engine 'sparks' did not start" in folded, folded[-4000:]
+    # vLLM's own words, the first error of the head's log.
+    assert "the first error in the head's log: ValueError: To serve at least one request with the model's max seq len (1048576)" in folded, folded[-4000:]
+    assert (
+        "Rolled back: the previous engine (lane 262k, its ranks as they ran before this relaunch) runs again on spark1, spark2 and streamed a token."
+    ) in folded, folded[-4000:]
+    # The same containers as before the switch (kept stopped while the new lane failed), started again.
+    after = _start_times()
+    assert all(after[name] != before[name] for name in PAIR), (before, after)
+    for name in PAIR:
+        args = json.loads(_node(name, f"docker inspect -f '{{{{json .Args}}}}' {CONTAINER}"))
+        assert args[args.index("--max-model-len") + 1] == "262144", name
+        assert _node(name, f"docker ps -aq --filter name=^{CONTAINER}-previous$") == "", name
+    with httpx.stream(
+        "POST", f"{HEAD_API}/v1/chat/completions", timeout=300,
+        json={"model": "glm-5.3-flash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "stream": True},
+    ) as response:  # fmt: skip
+        assert response.status_code == 200
+        assert [line for line in response.iter_lines() if line.startswith("data: {")]
+    rc, _unused, folded, _unused = _play("playbooks/status.yml", inventory=TWO)
+    assert "engine sparks: HEALTHY" in folded
 
 
 # --- a rank dies -------------------------------------------------------------------------
