@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.sparkfleet.vllm.plugins.module_utils.stream_bench import cell, reference_row
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.stream_bench import cell, cross_check_line, reference_row
 
 # (header, wave key, format). ttft_content_s and recipe_decode_tps are the recipe's definitions,
 # so they sit next to the published reference columns.
@@ -61,6 +61,9 @@ def markdown(title: str, facts: dict, waves: list[dict], skipped: list[dict], mi
                 f"Speculative decoding: mean accepted length {spec['spec_decode_mean_accepted_length']:.2f}, "
                 f"acceptance {spec['spec_decode_acceptance_rate']:.2f}.",
             ]
+        checked = next((w for w in waves if w["scenario"] == scenario and cross_check_line(w)), None)
+        if checked:
+            lines += ["", cross_check_line(checked)]
         errors = [f"- x{w['concurrency']}: HTTP {e['status'] or '-'}: {e['error']}" for w in waves if w["scenario"] == scenario for e in w.get("errors", ())]
         if errors:
             lines += ["", "Errors:", *errors]

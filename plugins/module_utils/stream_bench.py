@@ -461,7 +461,38 @@ def spec_decode_figures(before: dict, after: dict) -> dict:
     }
 
 
+def token_cross_check(before: dict, after: dict, client_prompt_tokens: int, client_completion_tokens: int) -> dict:
+    """The engine's own token counters (its /metrics, read before and after a scenario's waves) against
+    what the client counted from every request's usage. Two code paths of vLLM count them (the engine
+    core's statistics, the API server's usage chunk), so a request that the client lost, double-counted
+    or never saw finish shows as a difference; so does other traffic on the server meanwhile (a watch's probe)."""
+    server_prompt = after.get("vllm:prompt_tokens_total", 0.0) - before.get("vllm:prompt_tokens_total", 0.0)
+    server_completion = after.get("vllm:generation_tokens_total", 0.0) - before.get("vllm:generation_tokens_total", 0.0)
+    return {
+        "metrics_prompt_tokens": int(server_prompt),
+        "metrics_completion_tokens": int(server_completion),
+        "client_prompt_tokens": int(client_prompt_tokens),
+        "client_completion_tokens": int(client_completion_tokens),
+        "metrics_agree": int(server_prompt) == int(client_prompt_tokens) and int(server_completion) == int(client_completion_tokens),
+    }
+
+
+def cross_check_line(wave: dict) -> str | None:
+    """One sentence of a scenario's token cross-check, or None where /metrics was not read."""
+    if wave.get("metrics_agree") is None:
+        return None
+    counts = (
+        f"client {wave['client_completion_tokens']} completion / {wave['client_prompt_tokens']} prompt tokens, "
+        f"vLLM's /metrics {wave['metrics_completion_tokens']} / {wave['metrics_prompt_tokens']}"
+    )
+    if wave["metrics_agree"]:
+        return f"Token counts: {counts}: they agree."
+    return f"Token counts DIFFER: {counts} (other traffic on this server during the run, or requests the client did not count)."
+
+
 WANTED_SAMPLES = (
+    "vllm:prompt_tokens_total",
+    "vllm:generation_tokens_total",
     "vllm:spec_decode_num_drafts_total",
     "vllm:spec_decode_num_draft_tokens_total",
     "vllm:spec_decode_num_accepted_tokens_total",
@@ -525,6 +556,8 @@ def text_table(waves: list[dict], skipped: list[dict] | None = None) -> list[str
     widths = [max(len(row[i]) for row in rows) for i in range(len(TABLE_COLUMNS))]
     lines = ["  ".join(value.rjust(width) if i >= 1 else value.ljust(width) for i, (value, width) in enumerate(zip(row, widths, strict=True))) for row in rows]
     lines += [f"skipped {entry['scenario']}: {entry['reason']}" for entry in skipped or ()]
+    checked = {wave["scenario"]: cross_check_line(wave) for wave in waves if cross_check_line(wave)}
+    lines += [f"{scenario}: {line}" for scenario, line in checked.items()]
     for wave in waves:
         lines += [f"errors in {wave['scenario']} x{wave['concurrency']}: HTTP {err['status'] or '-'}: {err['error']}" for err in wave.get("errors", ())]
     return lines

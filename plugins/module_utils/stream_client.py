@@ -39,6 +39,7 @@ from ansible_collections.sparkfleet.vllm.plugins.module_utils.stream_bench impor
     salted_pad,
     spec_decode_figures,
     summarise_wave,
+    token_cross_check,
 )
 
 # What a 1,000-word pad cost in tokens decides how many words a target token count needs.
@@ -170,6 +171,14 @@ class Client:
             return None
         return read_prometheus(response.text)
 
+    async def version(self) -> str | None:
+        """The vLLM version the server runs (its /version), for the report's provenance."""
+        try:
+            response = await self.http.get("/version")
+            return str(response.json().get("version")) if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+
     async def tokens_per_word(self, model: str) -> float | None:
         """Calibrate the pad with the server's own tokenizer (vLLM's /tokenize)."""
         text = salted_pad("calibration", CALIBRATION_WORDS)
@@ -240,6 +249,7 @@ async def run_benchmark_async(
         if problem:
             return {"failed": True, "msg": problem, "waves": [], "skipped": [], "requests": 0}
         run_id = uuid.uuid4().hex[:12]
+        server_version = await client.version()
         tokens_per_word = None
         if any(s.get("prompt_tokens") for dummy, s in scenarios):
             tokens_per_word = await client.tokens_per_word(model)
@@ -258,20 +268,23 @@ async def run_benchmark_async(
                     request_body(model, scenario, salted_pad(f"{run_id}-warmup-{name}", 16) if scenario.get("prompt_tokens") else None, image_url)
                 )
             before = await client.metrics() if read_metrics else None
+            counted = {"prompt": 0, "completion": 0}
             for level in levels:
                 wave, results = await run_wave(client, model, name, scenario, level, run_id, words_per_token, image_url)
                 count += len(results)
+                counted["prompt"] += sum(figures.get("prompt_tokens") or 0 for figures in results)
+                counted["completion"] += sum(figures.get("completion_tokens") or 0 for figures in results)
                 if on_request:
                     for figures in results:
                         on_request(figures)
                 waves.append(wave)
             after = await client.metrics() if before is not None else None
             if before is not None and after is not None:
-                figures = spec_decode_figures(before, after)
+                figures = {**spec_decode_figures(before, after), **token_cross_check(before, after, counted["prompt"], counted["completion"])}
                 for wave in waves:
                     if wave["scenario"] == name:
                         wave.update(figures)
-        return {"failed": False, "waves": waves, "skipped": skipped, "requests": count, "tokens_per_word": tokens_per_word}
+        return {"failed": False, "waves": waves, "skipped": skipped, "requests": count, "tokens_per_word": tokens_per_word, "server_version": server_version}
     finally:
         await client.close()
 

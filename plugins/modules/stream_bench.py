@@ -126,13 +126,19 @@ EXAMPLES = r"""
 
 RETURN = r"""
 waves:
-  description: One summary per scenario and concurrency (medians over the wave's ok requests).
+  description:
+    - One summary per scenario and concurrency (medians over the wave's ok requests).
+    - Where C(/metrics) was read, every wave of a scenario also carries that scenario's token cross-check
+      (C(client_prompt_tokens), C(client_completion_tokens) summed over its requests' usage;
+      C(metrics_prompt_tokens), C(metrics_completion_tokens) from vLLM's counters before and after;
+      C(metrics_agree)).
   returned: always
   type: list
   elements: dict
   sample: [{"scenario": "small", "concurrency": 1, "ok": "1/1", "ttft_s": 0.31, "ttft_content_s": 0.31,
             "e2e_s": 1.3, "decode_tps": 31.9, "tokens_per_chunk": 2.8, "gap_p99_ms": 120.0,
-            "start_spread_ms": 0.0, "spec_decode_mean_accepted_length": 2.87, "thresholds": {"ttft_s_max": 2.0}}]
+            "start_spread_ms": 0.0, "spec_decode_mean_accepted_length": 2.87, "thresholds": {"ttft_s_max": 2.0},
+            "client_completion_tokens": 32, "metrics_completion_tokens": 32, "metrics_agree": true}]
 skipped:
   description: Scenarios not run, with the reason.
   returned: always
@@ -150,6 +156,11 @@ requests:
   returned: always
   type: int
   sample: 10
+server_version:
+  description: The vLLM version the server reports at C(/version) (null where it has none), for the report's provenance.
+  returned: success
+  type: str
+  sample: "0.32.0"
 table:
   description: The waves as a text table, for the end of a play.
   returned: always
@@ -268,6 +279,7 @@ def main():
         "skipped": outcome["skipped"],
         "missed": missed,
         "requests": outcome["requests"],
+        "server_version": outcome.get("server_version"),
         "table": sb.text_table(outcome["waves"], outcome["skipped"]),
     }
     if params["jsonl_path"]:

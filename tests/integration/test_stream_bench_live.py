@@ -46,6 +46,11 @@ def test_small_and_reasoning_waves(vllm_server):
         # /metrics was read: KV usage is a number, and no spec decoding on this engine.
         assert wave["kv_cache_usage_after"] is not None
         assert wave["spec_decode_mean_accepted_length"] is None
+        # The engine's own counters (/metrics, before and after the scenario's waves) count the tokens the
+        # client summed from every request's usage: 1 + 3 requests of this scenario, nothing else on the server.
+        assert wave["metrics_agree"] is True, wave
+        assert wave["metrics_completion_tokens"] == wave["client_completion_tokens"] >= 4
+        assert wave["metrics_prompt_tokens"] == wave["client_prompt_tokens"] >= 4 * wave["prompt_tokens"] * 0.9
     assert any(wave["decode_tps"] for wave in waves.values()), waves
     assert out["skipped"] == [{"scenario": "image", "reason": "glm-5.3-flash is not served as a multimodal model (multimodal: false)"}]
     assert waves[("small", 1)]["reasoning_tokens"] == 0

@@ -7,7 +7,8 @@ from ansible_collections.sparkfleet.vllm.plugins.module_utils import bench_repor
 WAVES = [
     {"scenario": "small", "concurrency": 1, "ok": "1/1", "ttft_s": 0.31, "ttft_content_s": 0.31, "e2e_s": 1.3, "decode_tps": 30.0,
      "content_decode_tps": None, "recipe_decode_tps": 31.9, "prefill_tps": 65.0, "prompt_tokens": 20, "tokens_per_chunk": 2.9,
-     "gap_p50_ms": 90.0, "gap_p99_ms": 140.0, "errors": [], "spec_decode_mean_accepted_length": 2.87, "spec_decode_acceptance_rate": 0.62},
+     "gap_p50_ms": 90.0, "gap_p99_ms": 140.0, "errors": [], "spec_decode_mean_accepted_length": 2.87, "spec_decode_acceptance_rate": 0.62,
+     "client_prompt_tokens": 60, "client_completion_tokens": 90, "metrics_prompt_tokens": 60, "metrics_completion_tokens": 90, "metrics_agree": True},
     {"scenario": "small", "concurrency": 2, "ok": "1/2", "ttft_s": 0.5, "ttft_content_s": 0.5, "e2e_s": 2.1, "decode_tps": 16.0,
      "content_decode_tps": None, "recipe_decode_tps": 15.6, "prefill_tps": 40.0, "prompt_tokens": 20, "tokens_per_chunk": 2.8,
      "gap_p50_ms": 95.0, "gap_p99_ms": 150.0, "errors": [{"status": 500, "error": "HTTP 500: boom"}]},
@@ -42,6 +43,9 @@ def test_markdown_has_a_section_per_scenario_with_reference_columns():
     assert any(line.startswith("| 2 | 1/2 |") and line.endswith("| - | - | - | - |") for line in lines)
     assert "| 1 | 1/1 | 0.300 | 4.500 | 6.300 | 40.0 | 35.0 | 140.0 | 100 | 30 | 2.90 | 80/130 | - | - | - | - |" in lines
     assert "Speculative decoding: mean accepted length 2.87, acceptance 0.62." in lines
+    assert "Token counts: client 90 completion / 60 prompt tokens, vLLM's /metrics 90 / 60: they agree." in lines
+    # reasoning's waves carry no cross-check (no /metrics): no line for it.
+    assert sum(line.startswith("Token counts") for line in lines) == 1
     assert "- x2: HTTP 500: HTTP 500: boom" in lines
     assert "- image: not multimodal" in lines
     assert "- MISSED: small at concurrency 2: ok_ratio 1/2 ..." in lines

@@ -280,3 +280,33 @@ def test_prometheus_spec_decode_figures():
     assert figures["spec_decode_mean_accepted_length"] == pytest.approx(2.87)
     assert figures["spec_decode_acceptance_rate"] == pytest.approx(187 / 300)
     assert figures["kv_cache_usage_after"] == 0.25
+
+
+TOKENS_BEFORE = """# TYPE vllm:prompt_tokens counter
+vllm:prompt_tokens_total{engine="0",model_name="m"} 1000.0
+# TYPE vllm:generation_tokens counter
+vllm:generation_tokens_total{engine="0",model_name="m"} 500.0
+"""
+
+
+def test_token_cross_check_agrees_and_names_a_difference():
+    before = sb.read_prometheus(TOKENS_BEFORE)
+    after = sb.read_prometheus(TOKENS_BEFORE.replace("1000.0", "1120.0").replace("} 500.0", "} 596.0"))
+    agree = sb.token_cross_check(before, after, client_prompt_tokens=120, client_completion_tokens=96)
+    assert agree == {
+        "metrics_prompt_tokens": 120,
+        "metrics_completion_tokens": 96,
+        "client_prompt_tokens": 120,
+        "client_completion_tokens": 96,
+        "metrics_agree": True,
+    }
+    assert sb.cross_check_line(agree) == "Token counts: client 96 completion / 120 prompt tokens, vLLM's /metrics 96 / 120: they agree."
+    # A watch's one-token probe during the run, or a request the client lost: the engine counted more.
+    differ = sb.token_cross_check(before, after, client_prompt_tokens=110, client_completion_tokens=95)
+    assert differ["metrics_agree"] is False
+    assert sb.cross_check_line(differ).startswith("Token counts DIFFER: client 95 completion / 110 prompt tokens, vLLM's /metrics 96 / 120")
+    # Without /metrics there is nothing to say.
+    assert sb.cross_check_line({"scenario": "small"}) is None
+    # Two engines (data parallel) are summed.
+    two = TOKENS_BEFORE + 'vllm:generation_tokens_total{engine="1",model_name="m"} 7.0\n'
+    assert sb.read_prometheus(two)["vllm:generation_tokens_total"] == 507.0
