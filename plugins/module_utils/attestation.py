@@ -29,6 +29,7 @@ ITEMS = {
     "weights_manifest": "sha256 of the weights' manifest (every weight file's size and sha256)",
     "host_nccl": "sha256 of the host NCCL the ranks load",
     "kernel": "kernel",
+    "driver": "NVIDIA driver version",
 }
 
 
@@ -41,6 +42,7 @@ FIXES = {
     "weights_manifest": "give every node the head's weights (playbooks/artifacts.yml --tags weights checks and repairs them)",
     "host_nccl": "install the same NCCL on every node (the nccl role)",
     "kernel": "run the same kernel on every node (update, then reboot the odd one)",
+    "driver": "load the same NVIDIA driver on every node (the nvidia_driver role, nvidia_driver_version, then a reboot of the odd one)",
 }
 
 
@@ -97,12 +99,16 @@ def _sha(value):
 
 
 def rank_attestation(rank):
-    """What one rank will run: {image_id, argv, env, patches, host_nccl, kernel} and their hashes.
+    """What one rank will run: {image_id, argv, env, patches, host_nccl, kernel, driver} and their hashes.
 
     `rank` is what the engine role rendered and read for it: image_id, argv, env, patches (sha256 of
     each patched file, in mount order), weights_manifest (sha256 of the weights' manifest, "missing"
-    where a node has none, "" without weights), host_nccl (sha256 or ""), kernel. (The entrypoint wrapper is
-    not attested: every rank gets the same file from the controller, and the fingerprint holds it.)
+    where a node has none, "" without weights), host_nccl (sha256 or ""), kernel, driver (the loaded
+    NVIDIA driver's version, "" where none was read), repo_digests (the image's registry digests).
+    The repo digests are recorded, not compared: the same image ID has one on a node that pulled it
+    and none on a node it was loaded onto (docker load), and the image ID is what runs. The image's own
+    NCCL follows from its ID (the nccl role checks it per image ID against the pin). The entrypoint
+    wrapper is not attested: every rank gets the same file from the controller, and the fingerprint holds it.
     """
     if not rank.get("image_id"):
         raise AttestationError("a rank's attestation needs its image_id")
@@ -117,6 +123,8 @@ def rank_attestation(rank):
         "weights_manifest": str(rank.get("weights_manifest") or ""),
         "host_nccl": str(rank.get("host_nccl") or ""),
         "kernel": str(rank.get("kernel") or ""),
+        "driver": str(rank.get("driver") or ""),
+        "repo_digests": sorted(str(digest) for digest in rank.get("repo_digests") or []),
     }
 
 
@@ -187,6 +195,13 @@ def parity_message(differences, engine):
     return f"The ranks of engine '{engine}' would run different things: " + "; ".join(lines) + ". To fix: " + "; ".join(fixes) + "."
 
 
+def _digest_of(repo_digests):
+    """The head image's registry digest, short, or why there is none."""
+    if not repo_digests:
+        return "none (loaded, not pulled)"
+    return repo_digests[0].rpartition("@")[2][:19]
+
+
 def attestation_summary(record):
     """One line for status.yml from a launch's record (attestation.json on the head)."""
     ranks = record.get("ranks") or {}
@@ -199,7 +214,8 @@ def attestation_summary(record):
         f"rank attestation at {record.get('attested_at', '?')} (lane {record.get('lane', '?')}): {len(ranks)} ranks, image {head.get('image_id', '?')[:19]}, "
         f"argv {head.get('argv_sha256', '?')[:12]}, env {head.get('env_sha256', '?')[:12]}, {len(head.get('patches') or [])} patched file(s), "
         f"weights manifest {(head.get('weights_manifest') or '-')[:12]}, "
-        f"kernel {head.get('kernel') or '?'}: {verdict}"
+        f"kernel {head.get('kernel') or '?'}, driver {head.get('driver') or '-'}, "
+        f"repo digest {_digest_of(head.get('repo_digests'))}: {verdict}"
     )
 
 

@@ -229,6 +229,11 @@ gpus:
   type: list
   elements: dict
   sample: [{"index": 0, "name": "NVIDIA GB10", "memory.total": null, "memory.free": null}]
+driver_version:
+  description: The loaded NVIDIA driver's version (nvidia-smi's driver_version), null where no GPU answers.
+  returned: always
+  type: str
+  sample: "580.126.09"
 kv:
   description:
     - KV capacity, when a model config was given. C(skipped) says why there is no prediction. Otherwise the
@@ -260,6 +265,17 @@ from ansible_collections.sparkfleet.vllm.plugins.module_utils import gpu_memory,
 
 # The query of the GB10 recording in tests/data/gpu (memory fields print [N/A] there).
 QUERY = ["index", "name", "memory.total", "memory.used", "memory.free"]
+
+
+def read_driver_version(module):
+    """The loaded NVIDIA driver's version (rank parity attests it), or None without a usable nvidia-smi."""
+    binary = module.get_bin_path(module.params["nvidia_smi"]) if "/" not in module.params["nvidia_smi"] else module.params["nvidia_smi"]
+    if not binary or not os.path.exists(binary):
+        return None
+    rc, out = module.run_command([binary, "--query-gpu=driver_version", "--format=csv,noheader"])[:2]
+    versions = {line.strip() for line in out.splitlines() if line.strip()} if rc == 0 else set()
+    # One version per node; anything else (an old nvidia-smi printing a table) is not a version.
+    return versions.pop() if len(versions) == 1 and all(part.isdigit() for part in next(iter(versions)).split(".")) else None
 
 
 def read_gpus(module):
@@ -340,6 +356,7 @@ def main():
     except (OSError, ValueError) as error:
         module.fail_json(msg=f"gmu_check cannot judge this node: {error}", gpus=gpus or [])
     result["gpus"] = gpus or []
+    result["driver_version"] = read_driver_version(module) if gpus else None
     if params["model_config"] is not None or params["model_config_path"]:
         result["kv"] = kv_report(params, result["total_bytes"])
         if result["kv"].get("warning"):

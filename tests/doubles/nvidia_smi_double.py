@@ -13,5 +13,9 @@ rc = int(os.environ.get("NVIDIA_SMI_DOUBLE_RC", "0"))
 if rc:
     sys.stderr.write("Failed to initialize NVML: Driver/library version mismatch\n")
     sys.exit(rc)
-with open(os.environ["NVIDIA_SMI_DOUBLE_OUTPUT"], encoding="utf-8") as handle:
+# A driver_version query answers from its own recording where one is given (NVIDIA_SMI_DOUBLE_DRIVER_OUTPUT).
+output = os.environ["NVIDIA_SMI_DOUBLE_OUTPUT"]
+if "--query-gpu=driver_version" in sys.argv[1:] and os.environ.get("NVIDIA_SMI_DOUBLE_DRIVER_OUTPUT"):
+    output = os.environ["NVIDIA_SMI_DOUBLE_DRIVER_OUTPUT"]
+with open(output, encoding="utf-8") as handle:
     sys.stdout.write(handle.read())

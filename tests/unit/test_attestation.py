@@ -117,7 +117,7 @@ def test_status_says_what_the_last_launch_attested_in_one_line():
     record = {"engine": "sparks", "attested_at": "2026-12-01T08:30:00Z", "lane": "500k", "ranks": engine()}
     line = attestation.attestation_summary(record)
     assert line.startswith("rank attestation at 2026-12-01T08:30:00Z (lane 500k): 4 ranks, image sha256:aaa, argv ")
-    assert line.endswith("0 patched file(s), weights manifest -, kernel 6.8.0: every rank the same")
+    assert line.endswith("0 patched file(s), weights manifest -, kernel 6.8.0, driver -, repo digest none (loaded, not pulled): every rank the same")
     record["ranks"]["spark2"] = rank(1, image_id="sha256:bbb", kv_bytes=1)
     assert "1 difference(s): The ranks of engine 'sparks' would run different things: spark2: engine image ID: sha256:bbb" in (
         attestation.attestation_summary(record)
@@ -174,3 +174,16 @@ def test_what_carries_the_traffic_changes_the_fabric_identity(change):
 def test_a_fabric_identity_without_an_image_is_refused():
     with pytest.raises(attestation.AttestationError, match="image_id"):
         attestation.fabric_identity({"argv": [], "env": {}})
+
+
+def test_a_driver_that_differs_is_named_and_repo_digests_are_recorded_not_compared():
+    head = rank(0, kv_bytes=2362232012, driver="580.126.09", repo_digests=["registry.local:5000/vllm-sm121@sha256:" + "d" * 64])
+    # spark2 loaded the same image ID from the head (no repo digest) and runs another driver.
+    ranks = engine(spark1=head, spark2=rank(1, kv_bytes=2576980377, driver="580.95.05"))
+    for name in ("spark3", "spark4"):
+        ranks[name] = rank(int(name[-1]) - 1, kv_bytes=2576980377, driver="580.126.09")
+    (difference,) = attestation.parity_differences(ranks)
+    assert (difference["node"], difference["item"], difference["value"], difference["reference_value"]) == ("spark2", "driver", "580.95.05", "580.126.09")
+    assert "load the same NVIDIA driver on every node" in attestation.parity_message([difference], "sparks")
+    line = attestation.attestation_summary({"engine": "sparks", "attested_at": "t", "lane": "500k", "ranks": ranks})
+    assert ", driver 580.126.09, repo digest sha256:dddddddddddd: 1 difference(s)" in line

@@ -60,6 +60,21 @@ def test_h200_is_judged_on_gpu_memory(tmp_path):
     assert out["memory"] == "discrete"
     assert out["verdict"] == "fits"
     assert out["total_bytes"] == 143_771 * 1024 * 1024
+    # No driver_version recording given: the double prints the memory query again, which is no version.
+    assert out["driver_version"] is None
+
+
+def test_the_loaded_driver_version_is_reported_for_rank_parity(tmp_path, monkeypatch):
+    # `--query-gpu=driver_version --format=csv,noheader` cut from the captured H200 CSV (both GPUs: one driver).
+    rows = (FIXTURES / "h200-x2/query-gpu.csv").read_text().splitlines()[1:]
+    driver = tmp_path / "driver.csv"
+    driver.write_text("".join(row.split(", ")[3] + "\n" for row in rows))
+    monkeypatch.setenv("NVIDIA_SMI_DOUBLE_DRIVER_OUTPUT", str(driver))
+    out = run_module(tmp_path, smi_output="gb10/query-index-name-memory-nounits.csv", gmu=0.85)
+    assert out["driver_version"] == "580.159.04"
+    # Without a GPU there is no driver to report.
+    missing = run_module(tmp_path, nvidia_smi=str(tmp_path / "nvidia-smi"), require_gpu=False, check_free_memory=False, gmu=0.5)
+    assert missing["driver_version"] is None
 
 
 @pytest.mark.parametrize(("smi", "rc", "reason"), [("missing", 0, "not found"), ("double", 9, "Driver/library version mismatch")])

@@ -256,7 +256,7 @@ def test_a_rerun_that_relaunched_nothing_does_not_benchmark_again(site_rerun):
     assert "Stream the scenarios at each concurrency" not in out
 
 
-def _assert_site_ended_with_the_bench_table_and_wrote_reports(out, started, lane):
+def _assert_site_ended_with_the_bench_table_and_wrote_reports(out, started, lane, ranks):
     """site.yml after a launch: the benchmark's table last, and its JSONL, Markdown and PNG under reports/."""
     tail = out[out.rindex("Show the benchmark") :]
     assert "scenario conc ok ttft_s ttft_content_s e2e_s decode_tps content_tps" in tail
@@ -271,6 +271,14 @@ def _assert_site_ended_with_the_bench_table_and_wrote_reports(out, started, lane
     assert "## small" in markdown
     assert "## reasoning" in markdown
     assert "| conc | ok | TTFT any (s) | TTFT content (s) |" in markdown
+    # Provenance: the server's vLLM and the ranks' attestation at launch head the report.
+    assert re.search(r"^- vLLM: \d+\.\d+\S* \(the server's /version\)$", markdown, re.M), markdown[:1500]
+    attested = rf"^- engine: rank attestation at \S+ \(lane {lane}\): {ranks} ranks, image sha256:.*, driver \d+(\.\d+)+, "
+    assert re.search(attested + r"repo digest none \(loaded, not pulled\): every rank the same$", markdown, re.M), markdown[:1500]
+    # vLLM's own token counters agree with what the client counted, per scenario (nothing else ran meanwhile).
+    agree = re.findall(r"^Token counts: client (\d+) completion / (\d+) prompt tokens, vLLM's /metrics (\d+) / (\d+): they agree\.$", markdown, re.M)
+    assert len(agree) == 2, markdown
+    assert all(int(a) == int(c) > 0 and int(b) == int(d) > 0 for a, b, c, d in agree), agree
     requests = [json.loads(line) for line in newest["jsonl"].read_text().splitlines()]
     assert {r["scenario"] for r in requests} == {"small", "reasoning"}
     assert len(requests) == 2 * (1 + 2 + 3)  # concurrency 1..3 per scenario, warm-ups not counted
@@ -360,7 +368,7 @@ def test_lane_switch_on_full_nodes_restarts_every_rank_and_only_the_ranks_move_m
     assert "lane 1m (1000000 x 3)" in output
     # The switch keeps every rank's image, fabric variables and shape: the running engine streamed a token over
     # that fabric before its ranks stopped, so the all-reduce was not run again (the clock burn would be, on GPUs).
-    asked = output.index("Ask the running engine for a token before its ranks stop")
+    asked = output.index("Ask the engine for one token", output.index("Note whether this run relaunches the engine"))
     stopped = output.index("Stop this node's rank (kept for a roll back when the engine served, else removed)")
     assert asked < stopped < output.index("All-reduce not run: the running engine, on the same image") < output.index("Start the workers (headless) first")
     assert "All-reduce across the engine's nodes, one rank per node" not in output
@@ -472,7 +480,7 @@ def test_two_spark_layout_deploys_tp2_from_inventory_alone():
     two_nodes, started = REPO / "molecule/resources/inventory-two-node", time.time()
     output, _unused = _run_playbook("site.yml", inventory=two_nodes, hosts=("spark1", "spark2"))
     assert "engine sparks: 2 ranks, lane 262k (262144 x 6)" in output
-    _assert_site_ended_with_the_bench_table_and_wrote_reports(output, started, "262k")
+    _assert_site_ended_with_the_bench_table_and_wrote_reports(output, started, "262k", ranks=2)
     # Another shape: nothing running proves its fabric, so the all-reduce ran, once (preflight, on the idle
     # nodes that hold the image; the engine does not repeat it for the same image).
     assert output.count("All-reduce across the engine's nodes, one rank per node") == 1, output[-6000:]
