@@ -267,10 +267,17 @@ from ansible_collections.sparkfleet.vllm.plugins.module_utils import gpu_memory,
 QUERY = ["index", "name", "memory.total", "memory.used", "memory.free"]
 
 
+def nvidia_smi_path(module):
+    """The nvidia-smi to run (a name is looked up on PATH), or None where there is none."""
+    name = module.params["nvidia_smi"]
+    binary = module.get_bin_path(name) if "/" not in name else name
+    return binary if binary and os.path.exists(binary) else None
+
+
 def read_driver_version(module):
     """The loaded NVIDIA driver's version (rank parity attests it), or None without a usable nvidia-smi."""
-    binary = module.get_bin_path(module.params["nvidia_smi"]) if "/" not in module.params["nvidia_smi"] else module.params["nvidia_smi"]
-    if not binary or not os.path.exists(binary):
+    binary = nvidia_smi_path(module)
+    if not binary:
         return None
     rc, out = module.run_command([binary, "--query-gpu=driver_version", "--format=csv,noheader"])[:2]
     versions = {line.strip() for line in out.splitlines() if line.strip()} if rc == 0 else set()
@@ -280,8 +287,8 @@ def read_driver_version(module):
 
 def read_gpus(module):
     """nvidia-smi's GPUs, or (None, reason) when there is no usable nvidia-smi."""
-    binary = module.get_bin_path(module.params["nvidia_smi"]) if "/" not in module.params["nvidia_smi"] else module.params["nvidia_smi"]
-    if not binary or not os.path.exists(binary):
+    binary = nvidia_smi_path(module)
+    if not binary:
         return None, f"{module.params['nvidia_smi']} not found"
     rc, out, err = module.run_command([binary, "--query-gpu=" + ",".join(QUERY), "--format=csv,noheader,nounits"])
     if rc != 0:
