@@ -35,10 +35,11 @@ def test_small_and_reasoning_waves(vllm_server):
         assert wave["ok"] == f"{wave['concurrency']}/{wave['concurrency']}", wave["errors"]
         assert wave["ttft_s"] > 0
         assert wave["e2e_s"] >= wave["ttft_s"]
-        # A decode rate needs two token chunks. On two shared cores the API server can lag the engine and
-        # send a whole answer in one chunk (seen in CI): then there is no rate, None and never 0.
+        # A decode rate needs time between the first and the last token as the client received them. On two
+        # shared cores the API server can lag the engine and send a whole answer in one network read (seen in
+        # CI, 32 one-token chunks in one read): then there is no rate (None, never 0) and no time per token.
         if wave["decode_tps"] is None:
-            assert wave["tokens_per_chunk"] == wave["completion_tokens"], wave
+            assert wave["tpot_ms"] in (None, 0.0), wave
         else:
             assert wave["decode_tps"] > 0
         assert wave["prompt_tokens"] > 0
