@@ -2,9 +2,11 @@
 
 Usage: python3 .ci/stage_times.py STAMPED_LOG CI_STARTED_EPOCH MAKE_STARTED_EPOCH
 Stages are found in `make test`'s own output: make's echo of each target's
-first command (ruff, pytest of tests/unit and tests/integration, tests/sanity/run.sh, molecule)
+first command (the side-by-side checks, pytest of tests/integration, molecule)
 and molecule's "Executing" line of each step. A stage lasts until the next
-one starts. The last line is the sum of every pytest summary line (unit,
+one starts. lint, unit and sanity run side by side (make -j3 -O prints each
+one's output whole when it ends): their own rows come from the
+"ci-stage NAME start|end EPOCH" lines each prints, under the group's row. The last line is the sum of every pytest summary line (unit,
 integration, molecule's verify): "ci: N passed, N failed, N skipped".
 """
 
@@ -14,13 +16,15 @@ import re
 import sys
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+CHECKS = "lint + unit + sanity, side by side"
 MARKERS = (
-    ("lint", re.compile(r"^ruff check ")),
-    ("unit", re.compile(r"^pytest -q tests/unit")),
+    (CHECKS, re.compile(r"--output-sync=target lint unit sanity$")),
     ("integration", re.compile(r"^pytest -q tests/integration")),
-    ("sanity (ansible-test)", re.compile(r"^tests/sanity/run\.sh")),
     ("molecule (setup)", re.compile(r"^molecule test")),
 )
+# A stage's own start and end, printed by the Makefile where stages overlap.
+OWN_TIMES = re.compile(r"^ci-stage (\S+) (start|end) ([0-9.]+)$")
+OWN_NAMES = {"lint": "lint", "unit": "unit", "sanity": "sanity (ansible-test)"}
 # "INFO     default ➜ converge: Executing" (molecule 25); the verifier's own "verify: Executing Testinfra
 # tests ..." line that follows is not a new step.
 MOLECULE_STEP = re.compile(r"\b(dependency|cleanup|destroy|syntax|create|prepare|converge|idempotence|side_effect|verify): Executing\s*$")
@@ -58,6 +62,24 @@ def stages(lines: list[tuple[float, str]], ci_started: float, make_started: floa
     return rows
 
 
+def own_stages(lines: list[tuple[float, str]]) -> list[tuple[str, float]]:
+    """(name, seconds) of each stage that printed its own start; one that never printed its end (it failed) ran
+    until its output was printed."""
+    starts, rows = {}, []
+    for _unused, text in lines:
+        found = OWN_TIMES.match(text.strip())
+        if not found:
+            continue
+        name, what, epoch = found.group(1), found.group(2), float(found.group(3))
+        if what == "start":
+            starts[name] = epoch
+        elif name in starts:
+            rows.append((OWN_NAMES.get(name, name), epoch - starts.pop(name)))
+    last = lines[-1][0] if lines else 0.0
+    rows += [(OWN_NAMES.get(name, name) + " (did not end)", max(0.0, last - start)) for name, start in starts.items()]
+    return rows
+
+
 def totals(lines: list[tuple[float, str]]) -> dict[str, int]:
     counts = {"passed": 0, "failed": 0, "skipped": 0, "error": 0}
     for _unused, text in lines:
@@ -72,11 +94,15 @@ def main() -> int:
     lines = read(sys.argv[1])
     ci_started, make_started = float(sys.argv[2]), float(sys.argv[3])
     rows = stages(lines, ci_started, make_started)
-    width = max(len(name) for name, _unused in rows)
+    own = own_stages(lines)
+    width = max(len(name) for name, _unused in rows + [("    " + name, 0) for name, _unused in own])
     print("ci: stage times")
     print("  " + "stage".ljust(width) + "   seconds")
     for name, seconds in rows:
         print("  " + name.ljust(width) + f"   {seconds:7.0f}")
+        if name == CHECKS:  # each one's own time, within the group's
+            for own_name, own_seconds in own:
+                print("  " + ("    " + own_name).ljust(width) + f"   {own_seconds:7.0f}")
     total = (lines[-1][0] if lines else make_started) - ci_started
     print("  " + "total".ljust(width) + f"   {total:7.0f}  ({total / 60:.1f} min)")
     counts = totals(lines)

@@ -1,0 +1,53 @@
+""".ci/stage_times.py: the stage table of a CI run, read from `make test`'s stamped output."""
+
+import importlib.util
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).parents[2]
+_spec = importlib.util.spec_from_file_location("stage_times", ROOT / ".ci/stage_times.py")
+stage_times = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(stage_times)
+
+# make -j3 -O prints each side-by-side target's output whole when it ends: unit (started at 101) is printed
+# at 170, lint (started at 100) at 175, sanity at 210; each says its own start and end.
+LOG = [
+    (100.0, "make --no-print-directory -j3 --output-sync=target lint unit sanity"),
+    (170.0, "ci-stage unit start 101.0"),
+    (170.0, "pytest -q tests/unit"),
+    (170.0, "516 passed in 68.00s (0:01:08)"),
+    (170.0, "ci-stage unit end 169.5"),
+    (175.0, "ci-stage lint start 100.5"),
+    (175.0, "ruff check plugins tests images molecule benchmarks"),
+    (175.0, "ci-stage lint end 174.0"),
+    (210.0, "ci-stage sanity start 100.8"),
+    (210.0, "ci-stage sanity end 209.8"),
+    (211.0, "pytest -q tests/integration"),
+    (270.0, "11 passed in 58.10s"),
+    (271.0, "molecule test"),
+    (272.0, "INFO     default ➜ create: Executing"),
+    (300.0, "INFO     default ➜ verify: Executing"),
+    (350.0, "  │ 90 passed, 1 failed in 49.00s"),
+]
+
+
+def test_the_side_by_side_checks_are_one_row_of_wall_time_and_each_keeps_its_own():
+    rows = dict(stage_times.stages(LOG, 90.0, 95.0))
+    assert rows[stage_times.CHECKS] == 111.0  # 100 -> 211, when integration starts
+    assert rows["integration"] == 60.0
+    assert rows["molecule create"] == 28.0
+    # Not "lint" at 175 nor "unit" at 170 as stages of their own: their printing is not their running.
+    assert "lint" not in rows
+    assert "unit" not in rows
+    own = dict(stage_times.own_stages(LOG))
+    assert own == pytest.approx({"unit": 68.5, "lint": 73.5, "sanity (ansible-test)": 109.0})
+
+
+def test_a_check_that_never_ended_runs_until_the_last_line():
+    own = dict(stage_times.own_stages([(100.0, "ci-stage lint start 100.0"), (130.0, "Error 1")]))
+    assert own == {"lint (did not end)": 30.0}
+
+
+def test_every_pytest_summary_counts_once():
+    assert stage_times.totals(LOG) == {"passed": 617, "failed": 1, "skipped": 0, "error": 0}
