@@ -49,8 +49,8 @@ STAGE = echo "ci-stage $@ $(1) $$(date +%s.%N)"
 
 lint: $(VENV)/.installed | $(COLLECTION_LINK)
 	@$(call STAGE,start)
-	ruff check plugins tests images molecule benchmarks
-	ruff format --check plugins tests images molecule benchmarks
+	ruff check plugins tests images molecule benchmarks roles
+	ruff format --check plugins tests images molecule benchmarks roles
 	ansible-lint --profile production
 	antsibull-changelog lint
 	antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml

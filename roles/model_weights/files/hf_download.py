@@ -14,9 +14,9 @@ repo, revision = sys.argv[1], sys.argv[2]
 try:
     path = snapshot_download(repo_id=repo, revision=revision, local_dir="/weights")
 except RevisionNotFoundError:
-    sys.exit("revision %r does not exist in %s: set model_weights_revision to a commit or branch of it" % (revision, repo))
+    sys.exit(f"revision {revision!r} does not exist in {repo}: set model_weights_revision to a commit or branch of it")
 except GatedRepoError:
-    sys.exit("%s is gated: accept its terms on huggingface.co and set model_weights_hf_token (vaulted)" % repo)
+    sys.exit(f"{repo} is gated: accept its terms on huggingface.co and set model_weights_hf_token (vaulted)")
 except RepositoryNotFoundError:
-    sys.exit("repository %s not found (or private without a token): check model_repo / model_weights_hf_token" % repo)
+    sys.exit(f"repository {repo} not found (or private without a token): check model_repo / model_weights_hf_token")
 print(path)
