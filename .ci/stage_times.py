@@ -6,8 +6,9 @@ first command (the side-by-side checks, pytest of tests/integration, molecule)
 and molecule's "Executing" line of each step. A stage lasts until the next
 one starts. lint, unit and sanity run side by side (make -j3 -O prints each
 one's output whole when it ends): their own rows come from the
-"ci-stage NAME start|end EPOCH" lines each prints, under the group's row. The last line is the sum of every pytest summary line (unit,
-integration, molecule's verify): "ci: N passed, N failed, N skipped".
+"ci-stage NAME start|end EPOCH" lines each prints, under the group's row.
+The last line is the sum of every pytest summary line (unit, integration,
+molecule's verify): "ci: N passed, N failed, N skipped".
 """
 
 from __future__ import annotations
