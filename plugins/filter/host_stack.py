@@ -1,6 +1,6 @@
 # Copyright: sparkfleet developers
 # Apache License 2.0 (see galaxy.yml)
-"""Filters of the host stack: the cluster's driver plan and NCCL's pin.
+"""Filters of the host stack: what dpkg has installed, the cluster's driver plan and NCCL's pin.
 
 Documented per filter in the YAML files beside this one (ansible-doc -t filter sparkfleet.vllm.NAME).
 """
@@ -9,13 +9,20 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import nccl_pin, nvidia_driver
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import dpkg, nccl_pin, nvidia_driver
 
 
 def driver_plan(loaded, minimum, target, installs_allowed=True, available=None, allow_downgrade=False):
     try:
         return nvidia_driver.plan(loaded, minimum, target, installs_allowed, available=available, allow_downgrade=allow_downgrade)
     except nvidia_driver.DriverPolicyError as error:
+        raise AnsibleFilterError(str(error)) from error
+
+
+def dpkg_installed(query_output):
+    try:
+        return dpkg.installed_versions(query_output)
+    except ValueError as error:
         raise AnsibleFilterError(str(error)) from error
 
 
@@ -32,6 +39,7 @@ class FilterModule:
     def filters(self):
         return {
             "driver_plan": driver_plan,
+            "dpkg_installed": dpkg_installed,
             "apt_simulation": nccl_pin.parse_apt_simulation,
             "nccl_problems": nccl_pin.problems,
             "nccl_other_version_report": nccl_pin.other_version_report,

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import nccl_pin, nvidia_driver
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import dpkg, nccl_pin, nvidia_driver
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import nvidia_smi as smi
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -253,3 +253,31 @@ def test_module_reports_no_driver_without_failing(tmp_path):
 def test_module_without_nvidia_smi(tmp_path):
     out = _run_module(tmp_path, None, nvidia_smi="no-such-nvidia-smi")
     assert out["state"] == "absent"
+
+
+def test_dpkg_installed_reads_real_dpkg_query_output():
+    """This machine's own dpkg: two installed packages and one it has never heard of (exit 1, still read)."""
+    query = subprocess.run(
+        ["dpkg-query", "-W", f"-f={dpkg.QUERY_FORMAT}", "--", "dpkg", "coreutils", "sparkfleet-no-such-package"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert query.returncode == 1
+    assert "sparkfleet-no-such-package" in query.stderr
+    found = dpkg.installed_versions(query.stdout)
+    assert set(found) == {"dpkg", "coreutils"}
+    own = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "dpkg"], capture_output=True, text=True, check=True).stdout
+    assert found["dpkg"] == own
+
+
+def test_dpkg_installed_leaves_out_removed_and_unknown_packages_and_names_a_bad_line():
+    output = (
+        "docker.io\tii \t26.1.5+dfsg1-9\n"
+        "libnccl2\thi \t2.30.7-1+cuda13.0\n"  # held, installed
+        "nvidia-driver\trc \t580.95.05-1\n"  # removed, its configuration kept: not installed
+        "libnccl-dev\tun \t\n"  # known, never installed
+        "half\tiU \t1.0\n"  # unpacked, not configured: its files are there
+    )
+    assert dpkg.installed_versions(output) == {"docker.io": "26.1.5+dfsg1-9", "libnccl2": "2.30.7-1+cuda13.0", "half": "1.0"}
+    assert dpkg.installed_versions("") == {}
+    with pytest.raises(ValueError, match=r"'docker.io 26.1.5' is not NAME<TAB>STATUS<TAB>VERSION"):
+        dpkg.installed_versions("docker.io 26.1.5\n")
