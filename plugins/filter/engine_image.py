@@ -44,10 +44,10 @@ def disk_shortfalls(free_bytes, required_bytes, reserve_bytes=0):
     return engine_image.disk_shortfalls(required, free, int(reserve_bytes))
 
 
-def context_fingerprint(path):
-    """sha256 over a build context's relative paths and contents (the controller's copy)."""
+def context_fingerprint(path, cache_dir=""):
+    """sha256 over a build context's relative paths and contents (the controller's copy), kept in cache_dir if given."""
     try:
-        return engine_image.context_fingerprint(path)
+        return engine_image.context_fingerprint(path, cache_dir=cache_dir or "")
     except engine_image.ImageSourceError as error:
         raise AnsibleFilterError(str(error)) from error
 

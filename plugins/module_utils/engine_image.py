@@ -12,8 +12,10 @@ another name (a re-tag, no transfer), or missing / different (sent).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
+import tempfile
 
 SOURCES = ("pull", "load", "build")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -135,18 +137,72 @@ def disk_shortfalls(required_bytes, free_bytes: dict, reserve_bytes: int = 0) ->
     return problems
 
 
-def context_fingerprint(path: str) -> str:
-    """sha256 over a build context's relative paths and contents: the image's label, so an unchanged
-    context is neither copied to the head nor built again."""
-    if not os.path.isdir(path):
-        raise ImageSourceError(f"build context {path} is not a directory on the controller")
-    digest = hashlib.sha256()
+def _context_files(path: str) -> list:
+    """The context's files in fingerprint order, each with its relative path."""
+    found = []
     for directory, dirs, files in os.walk(path):
         dirs.sort()
         for name in sorted(files):
             full = os.path.join(directory, name)
-            digest.update(os.path.relpath(full, path).encode() + b"\0")
-            with open(full, "rb") as handle:
-                for block in iter(lambda: handle.read(8 << 20), b""):
-                    digest.update(block)
+            found.append((full, os.path.relpath(full, path)))
+    return found
+
+
+def _stat_signature(files: list) -> str:
+    """sha256 over each file's path, size, mtime, ctime, inode and device (git's index test).
+
+    Rewriting a file's bytes moves its ctime even when size and mtime are put back, so an
+    unchanged signature means unchanged files without reading them."""
+    digest = hashlib.sha256()
+    for full, relative in files:
+        info = os.stat(full)
+        digest.update(f"{relative}\0{info.st_size}\0{info.st_mtime_ns}\0{info.st_ctime_ns}\0{info.st_ino}\0{info.st_dev}\n".encode())
     return digest.hexdigest()
+
+
+def context_fingerprint(path: str, cache_dir: str = "") -> str:
+    """sha256 over a build context's relative paths and contents: the image's label, so an unchanged
+    context is neither copied to the head nor built again.
+
+    With cache_dir, the result is kept beside the files' stat signature and reused while that is
+    unchanged: the cpu context is ~900 MB, read on every run otherwise (~2.7 s on two cores)."""
+    if not os.path.isdir(path):
+        raise ImageSourceError(f"build context {path} is not a directory on the controller")
+    files = _context_files(path)
+    cache_file = ""
+    if cache_dir:
+        signature = _stat_signature(files)
+        cache_file = os.path.join(cache_dir, hashlib.sha256(os.path.realpath(path).encode()).hexdigest()[:16] + ".json")
+        try:
+            with open(cache_file, encoding="utf-8") as handle:
+                kept = json.load(handle)
+            if kept.get("signature") == signature and _DIGEST.match("sha256:" + str(kept.get("fingerprint", ""))):
+                return kept["fingerprint"]
+        except (OSError, ValueError, AttributeError):
+            pass  # no cache yet, or a damaged one: compute it
+    digest = hashlib.sha256()
+    for full, relative in files:
+        digest.update(relative.encode() + b"\0")
+        with open(full, "rb") as handle:
+            for block in iter(lambda: handle.read(8 << 20), b""):
+                digest.update(block)
+    fingerprint = digest.hexdigest()
+    if cache_file:
+        _keep(cache_file, {"path": os.path.realpath(path), "signature": signature, "fingerprint": fingerprint})
+    return fingerprint
+
+
+def _keep(cache_file: str, record: dict) -> None:
+    """Write the cache whole or not at all; a cache that cannot be written only costs the next run a read."""
+    try:
+        os.makedirs(os.path.dirname(cache_file), exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=os.path.dirname(cache_file), suffix=".tmp")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                json.dump(record, out)
+            os.replace(temporary, cache_file)
+        finally:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
+    except OSError:
+        pass

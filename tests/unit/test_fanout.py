@@ -13,6 +13,7 @@ import pathlib
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -308,3 +309,43 @@ def test_context_fingerprint_follows_content_and_names(tmp_path):
     assert engine_image.context_fingerprint(str(tmp_path)) != first
     with pytest.raises(engine_image.ImageSourceError, match="is not a directory on the controller"):
         engine_image.context_fingerprint(str(tmp_path / "missing"))
+
+
+def test_context_fingerprint_cache_is_reused_only_while_no_file_changed(tmp_path):
+    context, cache = tmp_path / "context", tmp_path / "cache"
+    (context / "wheels").mkdir(parents=True)
+    (context / "Dockerfile").write_text("FROM scratch\n")
+    (context / "wheels" / "a.whl").write_bytes(b"wheel-a")
+    full = engine_image.context_fingerprint(str(context))
+    assert engine_image.context_fingerprint(str(context), cache_dir=str(cache)) == full
+    [record] = list(cache.iterdir())
+    kept = json.loads(record.read_text())
+    assert kept["fingerprint"] == full
+
+    # A lying cache entry proves the second call reads the cache, not the files.
+    kept["fingerprint"] = "0" * 64
+    record.write_text(json.dumps(kept))
+    assert engine_image.context_fingerprint(str(context), cache_dir=str(cache)) == "0" * 64
+
+    # Same size, mtime put back: the bytes changed, so did the ctime, and the files are read again.
+    wheel = context / "wheels" / "a.whl"
+    before = wheel.stat()
+    time.sleep(0.01)
+    wheel.write_bytes(b"wheel-b")
+    os.utime(wheel, ns=(before.st_atime_ns, before.st_mtime_ns))
+    changed = engine_image.context_fingerprint(str(context), cache_dir=str(cache))
+    assert changed == engine_image.context_fingerprint(str(context)) != full
+
+    (context / "wheels" / "b.whl").write_bytes(b"")  # a new, empty file
+    assert engine_image.context_fingerprint(str(context), cache_dir=str(cache)) == engine_image.context_fingerprint(str(context))
+
+    record.write_text("{not json")  # a damaged cache is recomputed and rewritten
+    assert engine_image.context_fingerprint(str(context), cache_dir=str(cache)) == engine_image.context_fingerprint(str(context))
+    assert json.loads(record.read_text())["fingerprint"] == engine_image.context_fingerprint(str(context))
+
+
+def test_context_fingerprint_works_where_the_cache_cannot_be_written(tmp_path):
+    (tmp_path / "Dockerfile").write_text("FROM scratch\n")
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    assert engine_image.context_fingerprint(str(tmp_path), cache_dir=str(blocker / "cache")) == engine_image.context_fingerprint(str(tmp_path))
