@@ -1,0 +1,64 @@
+"""Roles use each other through documented entry points only (docs/architecture.md, "Where a new thing goes").
+
+Every include_role / import_role in a role's tasks or a playbook that names tasks_from must name an entry point
+of that role's meta/argument_specs.yml: ansible-core then validates the options it is given, and
+`ansible-doc -t role sparkfleet.vllm.ROLE` documents it. A reach-in to an undocumented task file fails here.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+import yaml
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+ROLES = sorted(path.name for path in (REPO / "roles").iterdir() if (path / "tasks/main.yml").is_file())
+
+
+def _entry_points(role):
+    return set(yaml.safe_load((REPO / "roles" / role / "meta/argument_specs.yml").read_text())["argument_specs"])
+
+
+def _role_includes(node):
+    """(role, tasks_from) of every include_role / import_role below a parsed task list or playbook."""
+    if isinstance(node, list):
+        for item in node:
+            yield from _role_includes(item)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if key.split(".")[-1] in ("include_role", "import_role") and isinstance(value, dict):
+                yield value["name"].split(".")[-1], str(value.get("tasks_from", "main")).removesuffix(".yml")
+            else:
+                yield from _role_includes(value)
+
+
+def _task_files():
+    yield from sorted((REPO / "roles").glob("*/tasks/*.yml"))
+    yield from sorted((REPO / "playbooks").glob("*.yml"))
+    yield REPO / "site.yml"
+
+
+CALLS = sorted({(str(path.relative_to(REPO)), role, entry) for path in _task_files() for role, entry in _role_includes(yaml.safe_load(path.read_text()))})
+
+
+def test_the_roles_call_each_other_and_the_playbooks_call_them():
+    called = {(role, entry) for _unused, role, entry in CALLS}
+    # Counted so that a parser that finds nothing cannot pass the test below.
+    assert {("engine", "render"), ("preflight", "fit"), ("host", "drop_caches"), ("nccl", "image")} <= called
+    assert len(CALLS) >= 15
+
+
+@pytest.mark.parametrize(("caller", "role", "entry"), CALLS, ids=[f"{caller}->{role}:{entry}" for caller, role, entry in CALLS])
+def test_every_role_entry_point_used_is_documented_in_its_argument_specs(caller, role, entry):
+    assert role in ROLES, f"{caller} includes an unknown role {role}"
+    assert entry in _entry_points(role), (
+        f"{caller} calls roles/{role}/tasks/{entry}.yml, which is not an entry point of roles/{role}/meta/argument_specs.yml: "
+        f"add it there (short_description, options), or call the role's main entry point"
+    )
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_entry_point_has_a_task_file(role):
+    for entry in _entry_points(role):
+        assert (REPO / "roles" / role / "tasks" / f"{entry}.yml").is_file(), f"roles/{role}: entry point {entry} has no tasks/{entry}.yml"
