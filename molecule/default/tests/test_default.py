@@ -302,17 +302,32 @@ def test_kv_prediction_is_within_two_percent_of_the_engines_print(site_rerun):
     assert "lane 5 x 500,000 = 2,500,000 tokens" in out
 
 
-def test_bench_playbook_fails_naming_a_missed_threshold():
-    env = _env()
+def test_bench_playbook_holds_the_engine_to_its_first_answer_and_fails_naming_what_it_missed(tmp_path):
+    """The cpu profile's seeded random weights answer the greedy question with the same tokens every time: the first
+    answer of this engine is recorded, and a record the engine does not repeat fails the run, never recorded over."""
+    small = ("-e", '{"smoke_bench_scenarios": ["small"], "smoke_bench_concurrency": 1}', "-e", f"smoke_bench_answer_dir={tmp_path}")
+    out, _unused = _run_playbook("playbooks/bench.yml", *small)
+    assert "exact answer: recorded for this engine (key " in out, out[-3000:]
+    (record,) = tmp_path.glob("*.json")
+    kept = json.loads(record.read_text())
+    assert kept["answer"].strip()  # 16 greedy tokens (ignore_eos)
+    assert record.name == kept["key"] + ".json"
+    report = pathlib.Path(re.search(r"reports: (\S+)\.\{jsonl,md,png\}", out).group(1) + ".md")
+    assert f"- exact answer: recorded for this engine (key {kept['key'][:12]})" in report.read_text()
+    # A relaunch repeating it token for token: test_faults' heal at -vvv (the same two-node engine launched again).
+
+    record.write_text(json.dumps({**kept, "answer": "PING-OK"}))
     result = subprocess.run(
-        ["ansible-playbook", "-i", str(INVENTORY), str(REPO / "playbooks/bench.yml"),
-         "-e", '{"smoke_bench_scenarios": ["small"], "smoke_bench_concurrency": 1, "smoke_bench_thresholds": {"small": {"ttft_s_max": 0.0001}}}'],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False,
+        ["ansible-playbook", "-i", str(INVENTORY), str(REPO / "playbooks/bench.yml"), *small,
+         "-e", '{"smoke_bench_thresholds": {"small": {"ttft_s_max": 0.0001}}}'],
+        cwd=REPO, env=_env(), capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
     out = " ".join(result.stdout.split())
     assert result.returncode != 0
-    assert "smoke benchmark threshold(s) missed: small at concurrency 1: ttft_s" in out
+    assert "smoke benchmark check(s) missed: small at concurrency 1: ttft_s" in out, out[-3000:]
     assert "is above the threshold 0.0001 (ttft_s_max)" in out
+    assert f"exact answer: differs from the one recorded at {kept['recorded_at']} for this engine (key {kept['key'][:12]}): recorded 'PING-OK', now " in out
+    assert json.loads(record.read_text())["answer"] == "PING-OK"  # a mismatch is never recorded over
 
 
 # gmu 0.99 failing in preflight before any change: the bad-input matrix of test_faults.py.

@@ -301,6 +301,9 @@ def test_a_killed_headless_rank_is_reported_and_site_at_vvv_with_vaulted_secrets
     rc, raw, folded, _unused = _play("site.yml", "-vvv", *vault, inventory=TWO)
     assert rc == 0, folded[-4000:]
     assert "engine sparks: 2 ranks, lane 262k (262144 x 6), launched" in folded
+    # The same engine as test_default's two-node deploy launched (the key leaves out the head's API key): its
+    # smoke benchmark holds the relaunch to the answer that first launch recorded, token for token.
+    assert "exact answer: identical to the one recorded at" in folded, folded[-4000:]
     # A rank that is down proves no fabric: the all-reduce ran before the launch.
     assert "All-reduce across the engine's nodes, one rank per node" in folded
     assert "All-reduce not run" not in folded
