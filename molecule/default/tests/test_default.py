@@ -419,7 +419,7 @@ def test_lane_switch_on_full_nodes_restarts_every_rank_and_only_the_ranks_move_m
 def test_a_foreign_process_holding_a_workers_memory_refuses_a_relaunch_before_any_rank_stops():
     """Memory that is not the engine's is not available: the switch back is refused on the worker that
     lacks it, naming the process, before any rank stops; the engine keeps serving. Without it, the
-    switch back to 500k goes through."""
+    switch back to 500k passes every check (its dry run: the memory check only reads)."""
     limit, used, _unused = _node_memory("spark3")
     hog_bytes = int(limit - used + GIB / 4)  # more than the node has free: the kernel reclaims cache, then swaps
     hog = subprocess.Popen(
@@ -447,8 +447,15 @@ def test_a_foreign_process_holding_a_workers_memory_refuses_a_relaunch_before_an
     finally:
         hog.kill()
         subprocess.run(["docker", "exec", "spark3", "pkill", "-f", "bytearray"], check=False)
-    output, _unused = _run_playbook("playbooks/lane.yml", "-e", "lane=500k")
-    assert "lane 500k (500000 x 5)" in output
+    # Without it, the same switch passes every check, spark3's memory included: its dry run (which runs every
+    # check that only reads, the memory check before the stop among them) ends naming each rank it would restart.
+    before = _node_state()
+    output, changed = _run_playbook("playbooks/lane.yml", "-e", "lane=500k", "--check")
+    assert _node_state() == before
+    assert "on this worker, but only" not in output, output[-3000:]
+    for name, rank in RANKS.items():
+        assert f"dry run: {name} (rank {rank}) would restart: what it runs differs from this run." in output, output[-4000:]
+    assert set(changed.values()) == {0}
 
 
 def test_stop_leaves_no_rank_and_status_reports_it():
@@ -466,7 +473,7 @@ def test_stop_leaves_no_rank_and_status_reports_it():
     assert "ranks up 0/4" in output
     # The last launch's timeline stays on the head after a stop (the YAML callback prints each line apart).
     assert "last launch:" in output
-    assert "readiness of engine sparks, lane 500k" in output
+    assert "readiness of engine sparks, lane 1m" in output  # the lane switch's launch, the last one
     assert all(value == 0 for value in changed.values())
 
 
