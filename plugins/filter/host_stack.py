@@ -26,6 +26,13 @@ def dpkg_installed(query_output):
         raise AnsibleFilterError(str(error)) from error
 
 
+def dpkg_held(query_output):
+    try:
+        return dpkg.held_packages(query_output)
+    except ValueError as error:
+        raise AnsibleFilterError(str(error)) from error
+
+
 def nccl_conf(settings):
     try:
         return nccl_pin.nccl_conf(settings)
@@ -40,6 +47,7 @@ class FilterModule:
         return {
             "driver_plan": driver_plan,
             "dpkg_installed": dpkg_installed,
+            "dpkg_held": dpkg_held,
             "apt_simulation": nccl_pin.parse_apt_simulation,
             "nccl_problems": nccl_pin.problems,
             "nccl_other_version_report": nccl_pin.other_version_report,

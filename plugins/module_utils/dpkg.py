@@ -17,14 +17,23 @@ QUERY_FORMAT = "${Package}\\t${db:Status-Abbrev}\\t${Version}\\n"
 _NOT_INSTALLED = ("n", "c")
 
 
-def installed_versions(query_output: str) -> dict:
-    """{package: version} of the packages dpkg has installed, from dpkg-query -W -f=QUERY_FORMAT output."""
-    found = {}
+def _rows(query_output: str):
+    """(name, status, version) per line of dpkg-query -W -f=QUERY_FORMAT output; another line is refused."""
     for line in (query_output or "").splitlines():
         fields = line.split("\t")
         if len(fields) != 3:
             raise ValueError(f"dpkg-query line {line!r} is not NAME<TAB>STATUS<TAB>VERSION: query with -f='{QUERY_FORMAT}'")
-        name, status, version = fields
-        if len(status) >= 2 and status[1] not in _NOT_INSTALLED and version:
-            found[name] = version
-    return found
+        yield tuple(fields)
+
+
+def installed_versions(query_output: str) -> dict:
+    """{package: version} of the packages dpkg has installed, from dpkg-query -W -f=QUERY_FORMAT output."""
+    return {name: version for name, status, version in _rows(query_output) if len(status) >= 2 and status[1] not in _NOT_INSTALLED and version}
+
+
+def held_packages(query_output: str) -> list:
+    """Names of the packages whose dpkg selection is hold (what `apt-mark showhold` lists), from the same output.
+
+    The first letter of db:Status-Abbrev is the selection: h is hold, whether or not the package is installed.
+    """
+    return [name for name, status, _version in _rows(query_output) if status.startswith("h")]

@@ -281,3 +281,42 @@ def test_dpkg_installed_leaves_out_removed_and_unknown_packages_and_names_a_bad_
     assert dpkg.installed_versions("") == {}
     with pytest.raises(ValueError, match=r"'docker.io 26.1.5' is not NAME<TAB>STATUS<TAB>VERSION"):
         dpkg.installed_versions("docker.io 26.1.5\n")
+
+
+DPKG_STATUS = """\
+Package: libnccl2
+Status: hold ok installed
+Architecture: amd64
+Version: 2.28.3-1+cuda12.9
+Maintainer: sparkfleet tests <tests@example.org>
+Description: held and installed
+
+Package: libnccl-dev
+Status: install ok installed
+Architecture: amd64
+Version: 2.28.3-1+cuda12.9
+Maintainer: sparkfleet tests <tests@example.org>
+Description: installed, not held
+
+Package: nvidia-container-toolkit
+Status: hold ok not-installed
+Architecture: amd64
+Maintainer: sparkfleet tests <tests@example.org>
+Description: held, never installed
+"""
+
+
+def test_dpkg_held_lists_what_apt_mark_showhold_lists_from_the_same_database(tmp_path):
+    """A dpkg database of our own (real dpkg-query and apt-mark read it): the one dpkg-query the nccl role makes
+    answers both what is installed and what is held, as `apt-mark showhold` would say."""
+    (tmp_path / "info").mkdir()
+    (tmp_path / "updates").mkdir()
+    (tmp_path / "available").write_text("")
+    (tmp_path / "status").write_text(DPKG_STATUS)
+    names = ["libnccl2", "libnccl-dev", "nvidia-container-toolkit"]
+    query = subprocess.run(["dpkg-query", f"--admindir={tmp_path}", "-W", f"-f={dpkg.QUERY_FORMAT}", "--", *names], capture_output=True, text=True, check=True)
+    showhold = subprocess.run(["apt-mark", "-o", f"Dir::State::status={tmp_path / 'status'}", "showhold"], capture_output=True, text=True, check=True)
+    assert sorted(dpkg.held_packages(query.stdout)) == sorted(showhold.stdout.split()) == ["libnccl2", "nvidia-container-toolkit"]
+    assert dpkg.installed_versions(query.stdout) == {"libnccl2": "2.28.3-1+cuda12.9", "libnccl-dev": "2.28.3-1+cuda12.9"}
+    with pytest.raises(ValueError, match=r"'libnccl2 hi' is not NAME<TAB>STATUS<TAB>VERSION"):
+        dpkg.held_packages("libnccl2 hi\n")
