@@ -228,8 +228,8 @@ def main() -> int:
     say(
         "nccl probe",
         "roles/nccl/files/image_nccl_version.py",
-        f"torch's NCCL {found.get('torch_nccl')}, packages {found.get('packages')}",
-        "the probe reads a CUDA torch's NCCL",
+        f"torch's NCCL {found.get('torch_nccl')}, packages {found.get('packages')}, library {found.get('library')}",
+        "the probe reads a CUDA torch's NCCL and the library file it loaded (path, sha256)",
         found,
     )
 

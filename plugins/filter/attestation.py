@@ -24,5 +24,6 @@ class FilterModule:
             "parity_differences": _wrap(attestation.parity_differences),
             "parity_message": _wrap(attestation.parity_message),
             "attestation_summary": _wrap(attestation.attestation_summary),
+            "launch_provenance": _wrap(attestation.launch_provenance),
             "fabric_identity": _wrap(attestation.fabric_identity),
         }

@@ -219,6 +219,29 @@ def attestation_summary(record):
     )
 
 
+def launch_provenance(record, image_nccl=None):
+    """The report header's lines about what ran beyond attestation_summary: each patched file's and the NCCL's bytes.
+
+    `record`: the launch's record (attestation.json on the head). `image_nccl`: the nccl role's probe of the head's
+    image (its per-image-ID record: torch_nccl, packages, library {path, sha256}), or None where none was found.
+    Returns {"patched files": ..., "NCCL": ...}, each one line.
+    """
+    ranks = record.get("ranks") or {}
+    head = next(iter(ranks.values()), {})
+    patches = head.get("patches") or []
+    patched = ", ".join(f"sha256 {checksum[:12]}" for checksum in patches) if patches else "none"
+    if head.get("host_nccl"):
+        nccl = f"the host's, mounted into every rank: sha256 {head['host_nccl'][:12]}"
+    elif image_nccl is None:
+        nccl = f"the image's, not probed on the head (no record of the nccl role for image {str(head.get('image_id', '?'))[:19]})"
+    else:
+        library = image_nccl.get("library") or {}
+        version = image_nccl.get("torch_nccl") or "none (no CUDA torch)"
+        file_part = f", {library['path']} sha256 {library['sha256'][:12]}" if library.get("path") else ", no library file"
+        nccl = f"the image's: torch's NCCL {version}{file_part}"
+    return {"patched files": f"{len(patches)}: {patched}" if patches else "none", "NCCL": nccl}
+
+
 def fabric_identity(rank):
     """What of one rank carries collective traffic: {image_id, env, topology}.
 

@@ -187,3 +187,25 @@ def test_a_driver_that_differs_is_named_and_repo_digests_are_recorded_not_compar
     assert "load the same NVIDIA driver on every node" in attestation.parity_message([difference], "sparks")
     line = attestation.attestation_summary({"engine": "sparks", "attested_at": "t", "lane": "500k", "ranks": ranks})
     assert ", driver 580.126.09, repo digest sha256:dddddddddddd: 1 difference(s)" in line
+
+
+def test_the_report_header_names_each_patched_file_and_the_nccl_that_ran():
+    """launch_provenance, with the nccl role's probe of an image as a real H200 answered it (tests/data/gpu)."""
+    import json
+    import pathlib
+
+    probe = json.loads((pathlib.Path(__file__).resolve().parents[1] / "data/gpu/h200-580.159.04-nccl-probe/probe.json").read_text())
+    patches = ["4dc91f83043c" + "0" * 52, "ab" * 32]
+    record = {"engine": "sparks", "lane": "500k", "ranks": engine(spark1=rank(0, patches=patches))}
+    lines = attestation.launch_provenance(record, probe)
+    assert lines["patched files"] == "2: sha256 4dc91f83043c, sha256 abababababab"
+    assert lines["NCCL"] == ("the image's: torch's NCCL 2.28.9, /opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2 sha256 1c8618b86673")
+    # The cpu image: no CUDA torch, no library. No probe on the head: said so, with the image.
+    assert attestation.launch_provenance(record, {"torch_nccl": None, "packages": {}, "library": None})["NCCL"] == (
+        "the image's: torch's NCCL none (no CUDA torch), no library file"
+    )
+    unprobed = attestation.launch_provenance({"ranks": engine()})
+    assert unprobed == {"patched files": "none", "NCCL": "the image's, not probed on the head (no record of the nccl role for image sha256:aaa)"}
+    # The host's NCCL mounted into the ranks is what they load, whatever the image holds.
+    mounted = {"ranks": engine(spark1=rank(0, host_nccl="cd" * 32))}
+    assert attestation.launch_provenance(mounted, probe)["NCCL"] == "the host's, mounted into every rank: sha256 cdcdcdcdcdcd"

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -101,3 +104,31 @@ def test_the_run_used_the_clusters_nccl_settings_less_exactly_those_that_need_rd
     assert set(ran.split(" minus ", 1)[1].split(", ")) == set(dropped)
     assert all(not name.startswith("NCCL_IB_") for name in kept)
     assert kept["NCCL_MAX_NCHANNELS"] == "4"  # what caps the two H200s at ~82 GB/s over NVLink
+
+
+PROBE_RUN = pathlib.Path(__file__).resolve().parents[1] / "data/gpu/h200-580.159.04-nccl-probe"
+
+
+def test_the_nccl_probe_names_the_library_torch_loaded_and_its_sha256():
+    """roles/nccl/files/image_nccl_version.py on one H200 (device, 2026-12-02; torch 2.11.0+cu130), run as a file
+    and as the role runs it (python -c): the libnccl.so.2 it reports is the one libtorch_cuda links (ldd), and
+    its sha256 is sha256sum's."""
+    as_file, as_role_runs_it = (json.loads((PROBE_RUN / name).read_text()) for name in ("probe.json", "probe-as-python-c.json"))
+    assert as_file == as_role_runs_it
+    assert as_file["torch_nccl"] == "2.28.9"
+    assert as_file["packages"] == {"nvidia-nccl-cu13": "2.28.9"}
+    assert "Version: 2.28.9" in (PROBE_RUN / "pip-show.txt").read_text()
+    (linked,) = [line.split("=>")[1].split("(")[0].strip() for line in (PROBE_RUN / "ldd-libtorch_cuda.txt").read_text().splitlines()]
+    assert pathlib.PurePosixPath(as_file["library"]["path"]) == pathlib.PurePosixPath(os.path.normpath(linked))
+    digest, path = (PROBE_RUN / "sha256sum.txt").read_text().splitlines()[0].split()
+    assert (as_file["library"]["sha256"], as_file["library"]["path"]) == (digest, path)
+
+
+def test_the_nccl_probe_on_a_cpu_torch_reports_no_nccl_and_no_library():
+    """The same probe against the venv's torch (vLLM's CPU build, as in the cpu engine image): nothing to report."""
+    torch_found = importlib.util.find_spec("torch") is not None
+    probe = pathlib.Path(__file__).resolve().parents[2] / "roles/nccl/files/image_nccl_version.py"
+    result = subprocess.run([sys.executable, "-c", probe.read_text()], capture_output=True, text=True, check=True, timeout=300)
+    found = json.loads(result.stdout.splitlines()[-1])
+    assert torch_found  # make installs vLLM's CPU build (and its torch) into the venv
+    assert (found["torch_nccl"], found["library"]) == (None, None), found

@@ -276,6 +276,13 @@ def _assert_site_ended_with_the_bench_table_and_wrote_reports(out, started, lane
     # (The cpu profile's gmu_check reads no GPU, so no driver; the head's image may carry a registry digest.)
     attested = rf"^- engine: rank attestation at \S+ \(lane {lane}\): {ranks} ranks, image sha256:.*, driver \S+, "
     assert re.search(attested + r"repo digest .+: every rank the same$", markdown, re.M), markdown[:1500]
+    # Each patched file's bytes (the one the head's rank reads over vLLM's) and the NCCL the ranks loaded: the
+    # cpu image's torch has none, and the nccl role's probe of that image on the head says so.
+    mounted = subprocess.run(
+        ["docker", "exec", "spark1", "docker", "exec", CONTAINER, "sha256sum", PATCH_TARGET], capture_output=True, text=True, check=True
+    ).stdout.split()[0]
+    assert re.search(rf"^- patched files: 1: sha256 {mounted[:12]}$", markdown, re.M), markdown[:2000]
+    assert re.search(r"^- NCCL: the image's: torch's NCCL none \(no CUDA torch\), no library file$", markdown, re.M), markdown[:2000]
     # vLLM's own token counters agree with what the client counted, per scenario (nothing else ran meanwhile).
     agree = re.findall(r"^Token counts: client (\d+) completion / (\d+) prompt tokens, vLLM's /metrics (\d+) / (\d+): they agree\.$", markdown, re.M)
     assert len(agree) == 2, markdown
