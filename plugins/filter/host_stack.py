@@ -46,6 +46,7 @@ class FilterModule:
     def filters(self):
         return {
             "driver_plan": driver_plan,
+            "dpkg_query_argv": dpkg.query_argv,
             "dpkg_installed": dpkg_installed,
             "dpkg_held": dpkg_held,
             "apt_simulation": nccl_pin.parse_apt_simulation,

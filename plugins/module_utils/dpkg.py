@@ -17,6 +17,12 @@ QUERY_FORMAT = "${Package}\\t${db:Status-Abbrev}\\t${Version}\\n"
 _NOT_INSTALLED = ("n", "c")
 
 
+def query_argv(packages) -> list:
+    """dpkg-query's argv asking about `packages` in QUERY_FORMAT: one line per package dpkg knows, exit code 1
+    when it knows none of some (still read). The one place the roles' argv and this parser's format meet."""
+    return ["dpkg-query", "-W", f"-f={QUERY_FORMAT}", "--", *[str(name) for name in packages]]
+
+
 def _rows(query_output: str):
     """(name, status, version) per line of dpkg-query -W -f=QUERY_FORMAT output; another line is refused."""
     for line in (query_output or "").splitlines():

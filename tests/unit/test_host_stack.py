@@ -258,7 +258,7 @@ def test_module_without_nvidia_smi(tmp_path):
 def test_dpkg_installed_reads_real_dpkg_query_output():
     """This machine's own dpkg: two installed packages and one it has never heard of (exit 1, still read)."""
     query = subprocess.run(
-        ["dpkg-query", "-W", f"-f={dpkg.QUERY_FORMAT}", "--", "dpkg", "coreutils", "sparkfleet-no-such-package"],
+        dpkg.query_argv(["dpkg", "coreutils", "sparkfleet-no-such-package"]),  # the argv the roles run (filter dpkg_query_argv)
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert query.returncode == 1
