@@ -155,3 +155,20 @@ def patched_name(entry, image_id):
     """Where the patched file lives on a node: one per (image, manifest entry), so changing either makes a new one."""
     image = str(image_id).rsplit(":", maxsplit=1)[-1][:12]
     return f"{entry['name']}/{image}-{entry['entry_sha256'][:12]}-{os.path.basename(entry['target'])}"
+
+
+def file_sha256(path):
+    """The sha256 of a file as the node holds it, read in blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def mounted_file_sums(paths):
+    """Path -> sha256 of each file a rank mounts as it is, None where it is not a regular file (missing, a directory).
+
+    Read in the same module run as the patched files, so a rank's mounts cost one round trip per node.
+    """
+    return {path: file_sha256(path) if os.path.isfile(path) else None for path in paths}

@@ -48,6 +48,14 @@ options:
     type: list
     elements: str
     default: []
+  read_files:
+    description:
+      - Files on the node that the rank mounts as they are (the user's whole-file patch mounts, the weights' manifest),
+        returned in C(files) with their sha256 (the engine role's fingerprint covers their content; reading them
+        here saves a second module run per node).
+    type: list
+    elements: path
+    default: []
 attributes:
   check_mode:
     support: full
@@ -98,6 +106,11 @@ vllm_version:
   description: vLLM's version in the image, when the image was read (null when every file existed already).
   returned: success
   type: str
+files:
+  description: Each file of I(read_files) to its sha256, or null where it is not a regular file (missing, a directory).
+  returned: success
+  type: dict
+  sample: {"/var/tmp/sparkfleet/models/tiny-glm/.sparkfleet-manifest.json": "5be0..."}
 sources:
   description: Each file of I(sources) as the image holds it, C({sha256, text}), or null when the image has no such file.
   returned: when I(sources) is given
@@ -105,7 +118,6 @@ sources:
   sample: {"vllm/model_executor/layers/sparse_attn_indexer.py": {"sha256": "4dc9...", "text": "# SPDX-License-Identifier: ..."}}
 """
 
-import hashlib
 import json
 import os
 import tempfile
@@ -134,10 +146,12 @@ def main():
             "dest_dir": {"type": "path", "default": "/opt/sparkfleet/patches"},
             "python": {"type": "str", "default": "python3"},
             "sources": {"type": "list", "elements": "str", "default": []},
+            "read_files": {"type": "list", "elements": "path", "default": []},
         },
         supports_check_mode=True,
     )
     params = module.params
+    files = vllm_patches.mounted_file_sums(params["read_files"])
     rc, out, err = module.run_command(["docker", "image", "inspect", "--format", "{{.Id}}", params["image"]])
     if rc != 0:
         module.fail_json(msg=f"No image {params['image']} on this node: {err.strip()}. Put it there first (engine_image role).")
@@ -149,8 +163,8 @@ def main():
         with open(state_file, encoding="utf-8") as handle:
             recorded = json.load(handle)
     if not params["sources"] and all(os.path.isfile(path) and path in recorded for path in paths.values()):
-        mounts = [{"src": path, "dest": recorded[path], "sha256": file_sha256(path)} for path in paths.values()]
-        module.exit_json(changed=False, image_id=image_id, vllm_version=None, mounts=mounts)
+        mounts = [{"src": path, "dest": recorded[path], "sha256": vllm_patches.file_sha256(path)} for path in paths.values()]
+        module.exit_json(changed=False, image_id=image_id, vllm_version=None, mounts=mounts, files=files)
 
     argv = ["docker", "run", "--rm", "--network", "none", "--entrypoint", params["python"], params["image"], "-c", READ_IMAGE]
     rc, out, err = module.run_command(argv + [entry["target"] for entry in params["patches"]] + params["sources"])
@@ -162,7 +176,7 @@ def main():
         for target in params["sources"]
     }
     if not params["patches"]:
-        module.exit_json(changed=False, image_id=image_id, vllm_version=found["version"], mounts=[], sources=sources)
+        module.exit_json(changed=False, image_id=image_id, vllm_version=found["version"], mounts=[], sources=sources, files=files)
     problems = [problem for entry in params["patches"] if (problem := vllm_patches.check_base(entry, found["version"], found["files"].get(entry["target"])))]
     if problems:
         module.fail_json(msg=" | ".join(problems), vllm_version=found["version"])
@@ -180,16 +194,9 @@ def main():
             write_atomically(paths[entry["name"]], patched[entry["name"]])
         recorded.update({mount["src"]: mount["dest"] for mount in mounts})
         write_atomically(state_file, json.dumps(recorded, indent=1, sort_keys=True) + "\n")
-    module.exit_json(changed=True, image_id=image_id, vllm_version=found["version"], mounts=mounts, **({"sources": sources} if params["sources"] else {}))
-
-
-def file_sha256(path):
-    """The sha256 of a patched file as the node holds it (the rank attestation compares it across ranks)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    module.exit_json(
+        changed=True, image_id=image_id, vllm_version=found["version"], mounts=mounts, files=files, **({"sources": sources} if params["sources"] else {})
+    )
 
 
 def write_atomically(path, text):

@@ -201,3 +201,21 @@ def test_the_profiles_that_run_graphs_on_sm12x_declare_the_guard():
     assert profiles["gb10"]["cuda_graph_guards"] == ["persistent_topk"]
     assert profiles["gb10_nvfp4"]["cuda_graph_guards"] == ["persistent_topk"]  # eager as published; graphs would need it
     assert profiles["cpu"]["patches"] == [WHOLE]
+
+
+def test_mounted_file_sums_read_every_file_a_rank_mounts_and_none_where_there_is_no_file(tmp_path):
+    import hashlib
+
+    manifest = tmp_path / "weights" / ".sparkfleet-manifest.json"
+    manifest.parent.mkdir()
+    manifest.write_bytes(b'{"files": []}\n')
+    large = tmp_path / "whole_file.py"
+    large.write_bytes(b"x" * (3 << 20) + b"end")  # more than one read block
+    paths = [str(manifest), str(large), str(tmp_path / "absent.py"), str(tmp_path / "weights")]
+    sums = vllm_patches.mounted_file_sums(paths)
+    assert sums == {
+        str(manifest): hashlib.sha256(manifest.read_bytes()).hexdigest(),
+        str(large): hashlib.sha256(large.read_bytes()).hexdigest(),
+        str(tmp_path / "absent.py"): None,
+        str(tmp_path / "weights"): None,
+    }
