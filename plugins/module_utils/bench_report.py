@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.bench_baseline import markdown_lines as baseline_lines
 from ansible_collections.sparkfleet.vllm.plugins.module_utils.stream_bench import cell, cross_check_line, reference_row
 
 # (header, wave key, format). ttft_content_s and recipe_decode_tps are the recipe's definitions,
@@ -38,7 +39,17 @@ def _row(wave: dict, reference: dict | None) -> list[str]:
     return cells
 
 
-def markdown(title: str, facts: dict, waves: list[dict], skipped: list[dict], missed: list[str], reference: dict | None, reference_source: str | None) -> str:
+def markdown(
+    title: str,
+    facts: dict,
+    waves: list[dict],
+    skipped: list[dict],
+    missed: list[str],
+    reference: dict | None,
+    reference_source: str | None,
+    comparison: dict | None = None,
+    baseline_source: str | None = None,
+) -> str:
     lines = [f"# {title}", ""]
     lines += [f"- {key}: {value}" for key, value in facts.items()]
     lines += [
@@ -69,6 +80,8 @@ def markdown(title: str, facts: dict, waves: list[dict], skipped: list[dict], mi
             lines += ["", "Errors:", *errors]
     if skipped:
         lines += ["", "## Skipped", ""] + [f"- {entry['scenario']}: {entry['reason']}" for entry in skipped]
+    if comparison is not None:
+        lines += baseline_lines(comparison, baseline_source)
     lines += ["", "## Thresholds", ""]
     lines += [f"- MISSED: {text}" for text in missed] or ["- all met"]
     return "\n".join(lines) + "\n"

@@ -319,20 +319,42 @@ def test_bench_playbook_holds_the_engine_to_its_first_answer_and_fails_naming_wh
     kept = json.loads(record.read_text())
     assert kept["answer"].strip()  # 16 greedy tokens (ignore_eos)
     assert record.name == kept["key"] + ".json"
-    report = pathlib.Path(re.search(r"reports: (\S+)\.\{jsonl,md,png\}", out).group(1) + ".md")
-    assert f"- exact answer: recorded for this engine (key {kept['key'][:12]})" in report.read_text()
+    stem = re.search(r"reports: (\S+)\.\{jsonl,md,png,json\}", out).group(1)
+    report = pathlib.Path(stem + ".md").read_text()
+    assert f"- exact answer: recorded for this engine (key {kept['key'][:12]})" in report
+    # The previous run of this engine and lane at this site (converge's site.yml, or an earlier bench) is the
+    # baseline: its small wave at concurrency 1 is compared figure by figure, report-only by default.
+    assert "## Against the previous run at this site" in report
+    assert re.search(r"^Baseline: bench-sparks-500k-\d{8}T\d{6}Z\.json\.$", report, re.M), report[-2500:]
+    assert re.search(r"^\| small \| 1 \| TTFT content \(s\) \| \d+\.\d{3} \| \d+\.\d{3} \| \d+\.\d\d \| \+100% \| (ok|REGRESSED) \|$", report, re.M)
+    assert "against the previous run (bench-sparks-500k-" in out
+    summary = json.loads(pathlib.Path(stem + ".json").read_text())
+    assert summary["identity"]["engine"] == "sparks"
+    assert summary["identity"]["profile"] == "cpu"
+    assert summary["identity"]["image_id"].startswith("sha256:")
+    (wave,) = summary["waves"]
+    assert wave["scenario"] == "small"
+    assert wave["concurrency"] == 1
+    assert wave["ttft_content_s"] > 0
     # A relaunch repeating it token for token: test_faults' heal at -vvv (the same two-node engine launched again).
 
     record.write_text(json.dumps({**kept, "answer": "PING-OK"}))
+    # A baseline no engine here can match (the same summary, its TTFT 1 ms), gated: a regression fails the run too.
+    doctored = tmp_path / "baseline.json"
+    summary["waves"][0]["ttft_content_s"] = 0.001
+    doctored.write_text(json.dumps(summary))
     result = subprocess.run(
         ["ansible-playbook", "-i", str(INVENTORY), str(REPO / "playbooks/bench.yml"), *small,
-         "-e", '{"smoke_bench_thresholds": {"small": {"ttft_s_max": 0.0001}}}'],
+         "-e", '{"smoke_bench_thresholds": {"small": {"ttft_s_max": 0.0001}}}',
+         "-e", f"smoke_bench_baseline_file={doctored}", "-e", "smoke_bench_baseline_gate=true"],
         cwd=REPO, env=_env(), capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
     out = " ".join(result.stdout.split())
     assert result.returncode != 0
     assert "smoke benchmark check(s) missed: small at concurrency 1: ttft_s" in out, out[-3000:]
     assert "is above the threshold 0.0001 (ttft_s_max)" in out
+    assert re.search(r"small at concurrency 1: TTFT content \d+\.\d{3} s is \d+\.\d\dx the previous run's 0\.001 \(tolerance \+100%\)", out), out[-3000:]
+    assert "regressions against the previous run count because smoke_bench_baseline_gate is true" in out
     assert f"exact answer: differs from the one recorded at {kept['recorded_at']} for this engine (key {kept['key'][:12]}): recorded 'PING-OK', now " in out
     assert json.loads(record.read_text())["answer"] == "PING-OK"  # a mismatch is never recorded over
 
