@@ -271,11 +271,17 @@ def test_a_lane_that_cannot_boot_fails_and_the_previous_lane_serves_again():
         "Rolled back: the previous engine (lane 262k, its ranks as they ran before this relaunch) runs again on spark1, spark2 and streamed a token."
     ) in folded, folded[-4000:]
     # The same containers as before the switch (kept stopped while the new lane failed), started again.
+    _assert_the_previous_engine_serves_again(before, "--max-model-len", "262144")
+
+
+def _assert_the_previous_engine_serves_again(before, flag, value):
+    """After a roll back: the containers of the engine before the run started again (their flag as it was, none
+    kept as NAME-previous), a streamed completion, and status.yml calling the engine healthy."""
     after = _start_times()
     assert all(after[name] != before[name] for name in PAIR), (before, after)
     for name in PAIR:
         args = json.loads(_node(name, f"docker inspect -f '{{{{json .Args}}}}' {CONTAINER}"))
-        assert args[args.index("--max-model-len") + 1] == "262144", name
+        assert args[args.index(flag) + 1] == value, name
         assert _node(name, f"docker ps -aq --filter name=^{CONTAINER}-previous$") == "", name
     with httpx.stream(
         "POST", f"{HEAD_API}/v1/chat/completions", timeout=300,
@@ -283,8 +289,30 @@ def test_a_lane_that_cannot_boot_fails_and_the_previous_lane_serves_again():
     ) as response:  # fmt: skip
         assert response.status_code == 200
         assert [line for line in response.iter_lines() if line.startswith("data: {")]
-    rc, _unused, folded, _unused = _play("playbooks/status.yml", inventory=TWO)
+    _rc, _unused, folded, _unused = _play("playbooks/status.yml", inventory=TWO)
     assert "engine sparks: HEALTHY" in folded
+
+
+# One more sequence than the engine runs relaunches it; a TTFT of 0.1 ms fails its smoke benchmark.
+RELAUNCH_THAT_FAILS_ITS_BENCHMARK = (
+    "-e", '{"lane_overrides": {"max_num_seqs": 5}}',
+    "-e", '{"smoke_bench_scenarios": ["small"], "smoke_bench_concurrency": 1, "smoke_bench_thresholds": {"small": {"ttft_s_max": 0.0001}}}',
+)  # fmt: skip
+
+
+def test_a_relaunch_that_boots_but_fails_its_smoke_benchmark_rolls_back_and_the_previous_engine_serves():
+    before = _start_times()
+    rc, _unused, folded, _unused = _play("site.yml", *RELAUNCH_THAT_FAILS_ITS_BENCHMARK, inventory=TWO)
+    assert rc != 0
+    # The new engine came up (262k x 5) and was measured: the benchmark, not the launch, failed.
+    assert "engine sparks: 2 ranks, lane 262k (262144 x 5), launched" in folded, folded[-4000:]
+    assert "smoke benchmark check(s) missed: small at concurrency 1: ttft_s" in folded, folded[-4000:]
+    assert (
+        "The engine this run launched failed it, so every rank of it was stopped. Rolled back: the previous engine "
+        "(lane 262k, its ranks as they ran before this relaunch) runs again on spark1, spark2 and streamed a token."
+    ) in folded, folded[-4000:]
+    # The containers of the engine before the run, started again: 262k x 6.
+    _assert_the_previous_engine_serves_again(before, "--max-num-seqs", "6")
 
 
 # --- a rank dies -------------------------------------------------------------------------
