@@ -236,16 +236,18 @@ def test_a_rank_given_another_image_under_the_same_tag_is_refused_naming_both_id
 
 
 def test_an_edited_whole_file_patch_relaunches_every_rank_which_then_serves_the_edit(tmp_path):
-    """A patch's content is part of the engine's fingerprint: an edit alone relaunches, and it is what vLLM reads."""
+    """A patch's content is part of the engine's fingerprint: an edit alone relaunches, and it is what vLLM reads.
+    With engine_rollback=false (the opt-out, for this run) the ranks it replaced are removed, not kept."""
     patches = tmp_path / "patches"
     shutil.copytree(REPO / "patches", patches)
     guard = patches / "sm12x-persistent-topk-guard.indexer_topk.py.txt"
     guard.write_text(guard.read_text() + "\n# edited: test_faults\n")
     before = _start_times()
-    rc, _unused, folded, _unused = _play("playbooks/lane.yml", "-e", f"engine_patches_dir={patches}", inventory=TWO)
+    rc, _unused, folded, _unused = _play("playbooks/lane.yml", "-e", f"engine_patches_dir={patches}", "-e", "engine_rollback=false", inventory=TWO)
     assert rc == 0, folded[-3000:]
     after = _start_times()
     assert all(after[name] != before[name] for name in PAIR), (before, after)
+    assert [_node(name, f"docker ps -aq --filter name=^{CONTAINER}-previous$") for name in PAIR] == ["", ""]
     edited = hashlib.sha256(guard.read_bytes()).hexdigest()
     for name in PAIR:
         assert _node(name, f"docker exec {CONTAINER} sha256sum {PATCH_TARGET}").split()[0] == edited, name
