@@ -98,7 +98,7 @@ def ours(url: str, model: str, concurrency: int, output_len: int) -> dict:
             await client.close()
         return records, cpu
 
-    records, cpu = asyncio.run(wave())
+    records, cpu = stream_client.run(wave())
     results = [rec.result() for rec in records]
     summary = sb.summarise_wave("compare", concurrency, results, [rec.t_sent for rec in records])
     return {

@@ -62,6 +62,10 @@ class SSEDecoder:
     def feed_bytes(self, chunk: bytes) -> list[str]:
         """Raw bytes as they arrive (lines may be split anywhere): the events they complete.
         Splitting on b"\n" is safe in UTF-8, and skips a per-line layer of the HTTP client."""
+        # The common read: one whole event, as vLLM writes each chunk (`data: {...}` and a blank line), with
+        # nothing pending: its data without a pass per line (the client's CPU per streamed token).
+        if not self._partial and not self._data and chunk.startswith(b"data: ") and chunk.find(b"\n") == len(chunk) - 2 and chunk.endswith(b"\n\n"):
+            return [chunk[6:-2].decode("utf-8", errors="replace")]
         lines = (self._partial + chunk).split(b"\n")
         self._partial = lines.pop()
         events = []
@@ -164,11 +168,13 @@ class StreamRecord:
             self._feed_delta(delta, t)
 
     def _feed_delta(self, delta: dict, t: float) -> None:
+        # Once per streamed token: the keys are read once each (TOKEN_KEYS, REASONING_KEYS).
+        content, tool_calls = delta.get("content"), delta.get("tool_calls")
+        reasoning, reasoning_content = delta.get("reasoning"), delta.get("reasoning_content")
         # vLLM's first chunk only announces the role (content ""): no token yet.
-        if "role" in delta and not any(delta.get(key) for key in TOKEN_KEYS):
+        if "role" in delta and not (content or tool_calls or reasoning or reasoning_content):
             return
-        present = [key for key in TOKEN_KEYS if delta.get(key) is not None]
-        if not present:
+        if content is None and tool_calls is None and reasoning is None and reasoning_content is None:
             return
         # A chunk can carry a token and no text (a UTF-8 fragment held back, or the
         # `</think>` that ends reasoning), so presence of the key counts, not its text.
@@ -177,14 +183,14 @@ class StreamRecord:
         if self.t_first_token is None:
             self.t_first_token = t
         self.t_last_token = t
-        if any(delta.get(key) is not None for key in REASONING_KEYS):
+        if reasoning is not None or reasoning_content is not None:
             self.reasoning_chunks += 1
-        if delta.get("tool_calls"):
+        if tool_calls:
             self.tool_call_chunks += 1
             self._content_at(t)
-        if delta.get("content"):
+        if content:
             self.content_chunks += 1
-            self.content_text.append(delta["content"])
+            self.content_text.append(content)
             self._content_at(t)
 
     def _content_at(self, t: float) -> None:

@@ -164,6 +164,25 @@ def test_sse_decoder_bytes_split_anywhere_give_the_same_events():
     assert len(whole) == sum(1 for row in raw if json.loads(row)["line"].startswith("data:"))
 
 
+def test_sse_decoder_one_event_per_read_as_vllm_writes_them_gives_the_same_events():
+    """The fast path (a whole `data: ...` event and its blank line in one read) and the line path agree,
+    also where a split read leaves a partial line before whole events come again."""
+    raw = (STREAMS / "thinking_on.jsonl").read_text().splitlines()[1:]
+    stream = "".join(json.loads(row)["line"] + "\n" for row in raw).encode()
+    whole = sb.SSEDecoder().feed_bytes(stream)
+    events = [event + b"\n\n" for event in stream.split(b"\n\n") if event]
+    decoder = sb.SSEDecoder()
+    assert [data for event in events for data in decoder.feed_bytes(event)] == whole
+    decoder, got = sb.SSEDecoder(), []
+    got += decoder.feed_bytes(events[0][:9])  # a partial line is pending: the next read goes line by line
+    got += decoder.feed_bytes(events[0][9:])
+    for event in events[1:]:
+        got += decoder.feed_bytes(event)
+    assert got == whole
+    # A read with a comment line and an event is not the fast path's shape: still every rule holds.
+    assert sb.SSEDecoder().feed_bytes(b": ping\ndata: {}\n\n") == ["{}"]
+
+
 def test_not_json_is_an_error():
     rec = sb.StreamRecord(0.0)
     rec.feed_data("<html>proxy error</html>", 0.2)
