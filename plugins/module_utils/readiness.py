@@ -117,7 +117,7 @@ def build_timeline(
     timeline = {
         "engine": engine,
         "lane": lane,
-        "launched_at": datetime.datetime.fromtimestamp(zero, datetime.timezone.utc).isoformat(timespec="seconds"),  # noqa: UP017 (runs on the nodes: 3.10 has no datetime.UTC)
+        "launched_at": datetime.datetime.fromtimestamp(zero, datetime.timezone.utc).isoformat(timespec="seconds"),
         "ranks": rows,
         "health": round(health_at - zero, 1) if health_at is not None else None,
         "first_token": round(first_token_at - zero, 1) if first_token_at is not None else None,

@@ -2,8 +2,8 @@
 # Apache License 2.0 (see galaxy.yml)
 """Streaming benchmark arithmetic: SSE payloads in, per-request and per-wave figures out.
 
-Pure functions and one small accumulator, no I/O: the stream_bench module feeds them what
-httpx reads, the unit tests feed them streams recorded from a real vLLM server.
+Pure functions and one small accumulator, no I/O: the stream_bench module feeds them what its
+client reads (stream_client.py), the unit tests feed them streams recorded from a real vLLM server.
 
 Definitions (and how they differ from the recipe's benchmark, which users quote):
 - ttft_s: time to the first generated token of ANY kind (reasoning, content or tool call).
@@ -25,6 +25,13 @@ import itertools
 import json
 import math
 import statistics
+
+try:
+    # vLLM's chunks decode in about a third of the stdlib's time: client CPU per streamed token
+    # (benchmarks/stream_bench_vs_vllm_bench.py). Without it, the stdlib's decoder.
+    from orjson import loads as json_loads
+except ImportError:  # pragma: no cover - depends on the host
+    json_loads = json.loads
 
 # Keys of a chat delta that carry generated tokens. `reasoning` is what vLLM sends since
 # early 2026; `reasoning_content` is the older spelling other servers still send.
@@ -59,13 +66,20 @@ class SSEDecoder:
         self._data: list[str] = []
         self._partial = b""
 
+    def whole_event(self, chunk: bytes) -> bytes | None:
+        """The JSON data of a read that is exactly one whole `data: {...}` event with nothing pending,
+        as vLLM writes each chunk; None for anything else (feed_bytes then goes line by line). The
+        common read thus skips a pass per line: the client's CPU per streamed token."""
+        if self._partial or self._data or not chunk.startswith(b"data: {") or not chunk.endswith(b"\n\n") or chunk.find(b"\n") != len(chunk) - 2:
+            return None
+        return chunk[6:-2]
+
     def feed_bytes(self, chunk: bytes) -> list[str]:
         """Raw bytes as they arrive (lines may be split anywhere): the events they complete.
-        Splitting on b"\n" is safe in UTF-8, and skips a per-line layer of the HTTP client."""
-        # The common read: one whole event, as vLLM writes each chunk (`data: {...}` and a blank line), with
-        # nothing pending: its data without a pass per line (the client's CPU per streamed token).
-        if not self._partial and not self._data and chunk.startswith(b"data: ") and chunk.find(b"\n") == len(chunk) - 2 and chunk.endswith(b"\n\n"):
-            return [chunk[6:-2].decode("utf-8", errors="replace")]
+        Splitting on b"\n" is safe in UTF-8."""
+        data = self.whole_event(chunk)
+        if data is not None:
+            return [data.decode("utf-8", errors="replace")]
         lines = (self._partial + chunk).split(b"\n")
         self._partial = lines.pop()
         events = []
@@ -140,10 +154,15 @@ class StreamRecord:
             self.done = True
             self.t_end = t
             return
+        self.feed_json(data, t)
+
+    def feed_json(self, data: str | bytes, t: float) -> None:
+        """One event's JSON data (SSEDecoder.whole_event hands it over as bytes, undecoded)."""
         try:
-            payload = json.loads(data)
+            payload = json_loads(data)
         except ValueError:
-            self.fail(f"not JSON in the stream: {data}", t=t)
+            text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+            self.fail(f"not JSON in the stream: {text}", t=t)
             return
         self.feed(payload, t)
 

@@ -1,7 +1,9 @@
 # Copyright: sparkfleet developers
 # Apache License 2.0 (see galaxy.yml)
-"""The streaming benchmark's client: httpx, asyncio, one connection per concurrent stream.
+"""The streaming benchmark's client: one keep-alive connection per concurrent stream, asyncio.
 
+Streams are read by StreamConnection (httptools parses each response inside the read callback);
+the few control requests (/v1/models, /metrics, /version, /tokenize) go through httpx.
 run_benchmark() is what the stream_bench module calls; benchmarks/ and the integration tests
 call it directly. The arithmetic lives in stream_bench.py.
 """
@@ -10,24 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import io
+import json
+import ssl
 import time
+import urllib.parse
 import uuid
 
 try:
+    import httptools
     import httpx
 except ImportError:  # pragma: no cover - the stream_bench module says so (missing_required_lib)
-    httpx = None
-
-try:
-    # httpx's own pure-Python stack (httpcore, h11, anyio) cost ~2.3x the CPU per streamed token of
-    # `vllm bench serve` (measured); the aiohttp transport of httpx's maintainers keeps httpx's API
-    # over aiohttp's C parser. Without it, httpx's default transport is used.
-    import aiohttp
-    from httpx_aiohttp import AiohttpTransport
-except ImportError:  # pragma: no cover - depends on the host
-    AiohttpTransport = None
+    httptools = httpx = None
 
 try:
     # libuv's event loop (vLLM's own server runs on it): less of the client's CPU per streamed token goes to
@@ -51,6 +47,12 @@ from ansible_collections.sparkfleet.vllm.plugins.module_utils.stream_bench impor
 
 # What a 1,000-word pad cost in tokens decides how many words a target token count needs.
 CALIBRATION_WORDS = 1000
+# A stream's connection is reused only this soon after its last response: vLLM's server (uvicorn) closes a
+# connection 5 s after a response (VLLM_HTTP_TIMEOUT_KEEP_ALIVE), and a request sent as it closes is lost. A
+# connection not used yet has no such timer: open_connections' connections stay good however long the wave
+# took to connect.
+REUSE_IDLE_S = 2.0
+CONNECT_TIMEOUT_S = 10.0
 
 
 def png_data_url(width: int, height: int) -> str:
@@ -71,103 +73,195 @@ def png_data_url(width: int, height: int) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
-def describe(exc: Exception) -> str:
-    """The error's own words (the aiohttp transport maps a refused connection to ConnectTimeout,
-    so the class name alone would mislead), or its class when it has none."""
+def describe(exc: BaseException) -> str:
+    """The error's own words, or its class when it has none (a bare timeout)."""
     return str(exc) or type(exc).__name__
 
 
-class Client:
-    """One httpx client for control requests, and one per concurrent stream ("slots").
+class StreamConnection(asyncio.Protocol):
+    """One keep-alive HTTP/1.1 connection that streams chat completions, one at a time.
 
-    A slot per stream, each with a single keep-alive connection, because httpcore's shared pool
-    re-scans every connection for every request: with 64 streams on one pool the last request
-    left the client seconds after the first (measured), which is client-side queueing.
+    httptools (the C parser under uvicorn, so under vLLM's own server) parses the response inside
+    the read callback, so each SSE event is decoded and timed where its bytes arrive: no coroutine
+    is woken per token. That is the client's CPU per streamed token: httpx over its own stack cost
+    ~2.3x that of `vllm bench serve` and httpx over aiohttp ~1.1x; aiohttp alone ~0.7x, this ~0.4x
+    (benchmarks/stream_bench_vs_vllm_bench.py, docs/benchmark.md). It is also the truer arrival time.
+    """
+
+    def __init__(self):
+        self.transport: asyncio.Transport | None = None
+        self.parser = None
+        self.record: StreamRecord | None = None
+        self.decoder: SSEDecoder | None = None
+        self.answered: asyncio.Future | None = None
+        self.status: int | None = None
+        self.error_body: list[bytes] = []
+        self.arrived = 0.0
+        self.idle_since: float | None = None  # the end of its last response; None: not used yet
+
+    def reusable(self) -> bool:
+        fresh = self.idle_since is None or time.perf_counter() - self.idle_since < REUSE_IDLE_S
+        return self.transport is not None and not self.transport.is_closing() and self.parser is None and fresh
+
+    def send(self, request: bytes, record: StreamRecord) -> asyncio.Future:
+        """Write one request; the future resolves to its record when the response ends, however it ends."""
+        self.record, self.decoder, self.status, self.error_body = record, SSEDecoder(), None, []
+        self.parser = httptools.HttpResponseParser(self)
+        self.answered = asyncio.get_running_loop().create_future()
+        self.transport.write(request)
+        record.t_sent = time.perf_counter()
+        return self.answered
+
+    def close(self) -> None:
+        """Drop the connection and whatever it was reading (a timed-out stream's record says so)."""
+        self.parser = None
+        if self.transport is not None:
+            self.transport.abort()
+
+    # asyncio.Protocol
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.arrived = time.perf_counter()
+        if self.parser is None:  # bytes with no request in flight: nothing this client can read
+            self.transport.abort()
+            return
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserCallbackError as exc:  # a chunk our record could not read (raised in on_body)
+            self._end(f"unreadable chunk in the stream: {describe(exc.__context__ or exc)}")
+            self.transport.abort()
+        except httptools.HttpParserError as exc:
+            self._end(f"not an HTTP response: {describe(exc)}")
+            self.transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        if self.parser is not None:
+            # Mid-response: a stream cut (its record says so), or a body that ends with the connection.
+            self._end(f"the connection was lost: {describe(exc)}" if exc else None)
+
+    # httptools callbacks
+    def on_headers_complete(self) -> None:
+        self.status = self.parser.get_status_code()
+        if self.status == 200:
+            self.record.status = 200
+
+    def on_body(self, body: bytes) -> None:
+        if self.status != 200:
+            self.error_body.append(body)
+            return
+        data = self.decoder.whole_event(body)
+        if data is not None:
+            self.record.feed_json(data, self.arrived)
+        else:
+            for event in self.decoder.feed_bytes(body):
+                self.record.feed_data(event, self.arrived)
+
+    def on_message_complete(self) -> None:
+        keep_alive = self.parser.should_keep_alive()
+        self._end()
+        if not keep_alive:
+            self.transport.close()
+
+    def _end(self, error: str | None = None) -> None:
+        record, t = self.record, time.perf_counter()
+        if error:
+            record.fail(error, t=t)
+        elif self.status == 200:
+            data = self.decoder.flush()
+            if data is not None:
+                record.feed_data(data, t)
+            record.finish(t)
+        elif self.status is None:
+            record.fail("the server closed the connection without answering", t=t)
+        else:
+            text = b"".join(self.error_body).decode(errors="replace")
+            record.fail(f"HTTP {self.status}: {text}", status=self.status, t=t)
+        self.parser = None
+        self.idle_since = t
+        if not self.answered.done():
+            self.answered.set_result(record)
+
+
+class Client:
+    """An httpx client for control requests, and one StreamConnection per concurrent stream ("slot").
+
+    A connection per stream, opened before a wave (open_connections), because a shared pool queues:
+    with 64 streams on one httpcore pool the last request left the client seconds after the first
+    (measured), which is client-side queueing.
     """
 
     def __init__(self, base_url: str, api_key: str | None, timeout_s: float):
         self.base_url = base_url.rstrip("/")
+        if api_key and any(c in api_key for c in "\r\n"):
+            raise StreamBenchError("api_key contains a line break: give the key alone, as the engine was started with it")
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.timeout_s = timeout_s
-        # Requests whose headers have not left yet, by X-Request-Id (vLLM logs it as the request id).
-        self.unsent: dict[str, StreamRecord] = {}
-        self.http = self._client()
-        self.slots: list[httpx.AsyncClient] = []
-
-    def _client(self) -> httpx.AsyncClient:
-        transport = None
-        if AiohttpTransport:
-            trace = aiohttp.TraceConfig()
-            trace.on_request_headers_sent.append(self._headers_sent)
-            transport = AiohttpTransport(client=lambda: aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1), trace_configs=[trace]))
-        return httpx.AsyncClient(
-            base_url=self.base_url,
-            headers=self.headers,
-            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
-            timeout=httpx.Timeout(self.timeout_s, connect=min(10.0, self.timeout_s)),
-            transport=transport,
+        url = urllib.parse.urlsplit(self.base_url)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise StreamBenchError(f"url {base_url!r} is not an http:// or https:// URL; give the engine's base URL, e.g. http://192.168.100.11:8000")
+        try:
+            self.host, self.port = url.hostname, url.port or (443 if url.scheme == "https" else 80)
+        except ValueError as exc:  # a port out of range or not a number
+            raise StreamBenchError(f"url {base_url!r}: {exc}; give the engine's base URL, e.g. http://192.168.100.11:8000") from None
+        self.ssl = ssl.create_default_context() if url.scheme == "https" else None
+        # Everything of a streamed request but its length, its id and its body.
+        self.request_head = (
+            f"POST {url.path}/v1/chat/completions HTTP/1.1\r\nHost: {url.netloc}\r\nUser-Agent: sparkfleet-stream-bench\r\n"
+            "Accept: text/event-stream\r\nContent-Type: application/json\r\n" + "".join(f"{name}: {value}\r\n" for name, value in self.headers.items())
+        ).encode("latin-1")
+        # The bench measures the engine, not a proxy in front of it: both paths connect directly.
+        self.http = httpx.AsyncClient(
+            base_url=self.base_url, headers=self.headers, timeout=httpx.Timeout(self.timeout_s, connect=min(CONNECT_TIMEOUT_S, self.timeout_s)), trust_env=False
         )
+        self.connections: dict[int, StreamConnection] = {}
 
-    async def _headers_sent(self, session, context, params) -> None:
-        rec = self.unsent.pop(params.headers.get("X-Request-Id", ""), None)
-        if rec is not None and rec.t_sent is None:
-            rec.t_sent = time.perf_counter()
-
-    def slot(self, index: int) -> httpx.AsyncClient:
-        while len(self.slots) <= index:
-            self.slots.append(self._client())
-        return self.slots[index]
+    async def connection(self, slot: int) -> StreamConnection:
+        current = self.connections.get(slot)
+        if current is not None and current.reusable():
+            return current
+        if current is not None:
+            if current.parser is not None:
+                raise RuntimeError(f"stream slot {slot} is already streaming: one stream per slot at a time")
+            current.close()
+        loop = asyncio.get_running_loop()
+        _transport, connection = await asyncio.wait_for(
+            loop.create_connection(StreamConnection, self.host, self.port, ssl=self.ssl), min(CONNECT_TIMEOUT_S, self.timeout_s)
+        )
+        self.connections[slot] = connection
+        return connection
 
     async def close(self):
-        await asyncio.gather(self.http.aclose(), *(slot.aclose() for slot in self.slots))
+        for connection in self.connections.values():
+            connection.close()
+        await self.http.aclose()
 
     async def open_connections(self, count: int) -> None:
         """Connect `count` slots before a wave, so its requests leave together instead of each
         waiting for its own TCP handshake while earlier streams already run."""
-
-        async def touch(index):
-            with contextlib.suppress(httpx.HTTPError):
-                await self.slot(index).get("/v1/models")
-
-        await asyncio.gather(*(touch(index) for index in range(count)))
+        await asyncio.gather(*(self.connection(slot) for slot in range(count)), return_exceptions=True)
 
     async def stream(self, body: dict, slot: int = 0) -> StreamRecord:
         """One streamed chat completion. Never raises: what went wrong lands in the record."""
-        rec = StreamRecord(time.perf_counter())
-
-        async def trace(event, info):
-            # When the request line actually leaves this client (httpcore transport): queueing shows here.
-            if event == "http11.send_request_headers.started" and rec.t_sent is None:
-                rec.t_sent = time.perf_counter()
-
+        record = StreamRecord(time.perf_counter())
+        payload = json.dumps(body).encode()
+        # vLLM logs it as the request's id: a row of the report can be found in the engine's log.
         request_id = f"sparkfleet-bench-{uuid.uuid4().hex[:16]}"
-        self.unsent[request_id] = rec
-
-        decoder = SSEDecoder()
         try:
-            async with asyncio.timeout(self.timeout_s):
-                async with self.slot(slot).stream(
-                    "POST", "/v1/chat/completions", json=body, headers={"X-Request-Id": request_id}, extensions={"trace": trace}
-                ) as response:
-                    if response.status_code != 200:
-                        text = (await response.aread()).decode(errors="replace")
-                        rec.fail(f"HTTP {response.status_code}: {text}", status=response.status_code, t=time.perf_counter())
-                        return rec
-                    rec.status = 200
-                    async for chunk in response.aiter_raw():
-                        arrived = time.perf_counter()
-                        for data in decoder.feed_bytes(chunk):
-                            rec.feed_data(data, arrived)
-                    data = decoder.flush()
-                    if data is not None:
-                        rec.feed_data(data, time.perf_counter())
-            rec.finish(time.perf_counter())
-        except TimeoutError:
-            rec.fail(f"no complete answer within the per-request timeout of {self.timeout_s:g} s", t=time.perf_counter())
-        except httpx.HTTPError as exc:
-            rec.fail(f"{describe(exc)} ({self.base_url})", t=time.perf_counter())
-        self.unsent.pop(request_id, None)
-        return rec
+            connection = await self.connection(slot)
+        except (OSError, asyncio.TimeoutError) as exc:
+            record.fail(f"cannot connect: {describe(exc)} ({self.base_url})", t=time.perf_counter())
+            return record
+        request = self.request_head + b"Content-Length: %d\r\nX-Request-Id: %s\r\n\r\n" % (len(payload), request_id.encode()) + payload
+        answered = connection.send(request, record)
+        try:
+            await asyncio.wait_for(answered, max(0.0, self.timeout_s - (time.perf_counter() - record.t_start)))
+        except asyncio.TimeoutError:
+            connection.close()
+            record.fail(f"no complete answer within the per-request timeout of {self.timeout_s:g} s", t=time.perf_counter())
+        return record
 
     async def metrics(self) -> dict | None:
         try:

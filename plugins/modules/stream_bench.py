@@ -10,7 +10,8 @@ module: stream_bench
 short_description: Streaming benchmark of a vLLM chat endpoint, with thresholds
 version_added: 0.1.0
 description:
-  - Streams C(/v1/chat/completions) with C(stream_options.include_usage) (httpx, asyncio) for each
+  - Streams C(/v1/chat/completions) with C(stream_options.include_usage) (asyncio, one keep-alive connection
+    per concurrent stream, responses parsed by httptools as they arrive; httpx for the control requests) for each
     scenario and each concurrency level, after one warm-up request per scenario.
   - "Per request: time to the first token of any kind and to the first content token, end-to-end time,
     prompt/completion/reasoning tokens from the usage chunk, decode rate after the first token (and
@@ -20,9 +21,12 @@ description:
   - Fails when a threshold is missed (unless I(report_only)), naming the figure, the threshold and the
     measured value. Bad input (unreachable URL, wrong model, 401, unknown scenario, concurrency 0) fails
     with a message before any wave runs.
-  - Runs where it is delegated (the controller by default in the smoke_bench role). Needs httpx there
-    (and Pillow for the image scenario, prometheus_client for metrics). It changes nothing, so changed
-    is always false; check mode skips the benchmark.
+  - Runs where it is delegated (the controller by default in the smoke_bench role), with the libraries in
+    I(requirements) there. It changes nothing, so changed is always false; check mode skips the benchmark.
+requirements:
+  - httpx and httptools
+  - uvloop and orjson, where installed, lower the client's CPU per streamed token
+  - Pillow for the image scenario, prometheus_client for the server's metrics
 options:
   scenarios:
     description: Names of the scenarios to run, in order.
@@ -178,16 +182,19 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+MISSING_LIB = None
 try:
     import httpx  # noqa: F401 pylint: disable=unused-import
-
-    HAS_HTTPX = True
 except ImportError:  # pragma: no cover - depends on the host
-    HAS_HTTPX = False
+    MISSING_LIB = "httpx"
+try:
+    import httptools  # noqa: F401 pylint: disable=unused-import
+except ImportError:  # pragma: no cover - depends on the host
+    MISSING_LIB = MISSING_LIB or "httptools"
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import stream_bench as sb
 
-if HAS_HTTPX:
+if MISSING_LIB is None:
     from ansible_collections.sparkfleet.vllm.plugins.module_utils import stream_client
 
 
@@ -212,8 +219,8 @@ def main():
         },
         supports_check_mode=True,
     )
-    if not HAS_HTTPX:
-        module.fail_json(msg=missing_required_lib("httpx"))
+    if MISSING_LIB:
+        module.fail_json(msg=missing_required_lib(MISSING_LIB))
     params = module.params
     try:
         levels = sb.concurrency_levels(params["concurrency"])

@@ -183,6 +183,47 @@ def test_sse_decoder_one_event_per_read_as_vllm_writes_them_gives_the_same_event
     assert sb.SSEDecoder().feed_bytes(b": ping\ndata: {}\n\n") == ["{}"]
 
 
+def test_whole_event_hands_over_the_json_of_one_vllm_event_and_nothing_else():
+    decoder = sb.SSEDecoder()
+    assert decoder.whole_event(b'data: {"a":1}\n\n') == b'{"a":1}'
+    assert decoder.whole_event(b"data: [DONE]\n\n") is None  # the sentinel goes through feed_data
+    assert decoder.whole_event(b': ping\ndata: {"a":1}\n\n') is None
+    assert decoder.whole_event(b'data: {"a":1}\n\ndata: {"b":2}\n\n') is None  # two events: line by line
+    assert decoder.whole_event(b'data: {"a":1}\n') is None
+    decoder.feed_bytes(b'data: {"a"')  # a partial line is pending
+    assert decoder.whole_event(b":1}\n\n") is None
+
+
+def test_whole_events_fed_as_json_bytes_give_the_figures_of_the_line_path():
+    """What the client does per read (the JSON bytes straight to feed_json) and the line path agree on every figure."""
+    for name in ("thinking_on", "thinking_off", "reasoning_content"):
+        rows = [json.loads(line) for line in (STREAMS / f"{name}.jsonl").read_text().splitlines()][1:]
+        by_lines, header = replay(name)
+        rec, decoder = sb.StreamRecord(t_start=0.0), sb.SSEDecoder()
+        # Each event as one read, at the time of its blank line (when the line path dispatches it).
+        events = [(row["line"], rows[index + 1]["t"]) for index, row in enumerate(rows[:-1]) if row["line"].startswith("data:")]
+        for line, t in events:
+            chunk = (line + "\n\n").encode()
+            data = decoder.whole_event(chunk)
+            if data is not None:
+                rec.feed_json(data, t)
+            else:
+                for event in decoder.feed_bytes(chunk):
+                    rec.feed_data(event, t)
+        rec.finish(rows[-1]["t"])
+        assert header["status"] == 200
+        assert rec.result() == by_lines.result(), name
+        assert rec.done
+        assert rec.error is None
+        assert rec.result()["completion_tokens"] > 0
+
+
+def test_json_bytes_that_are_not_json_are_an_error_naming_them():
+    rec = sb.StreamRecord(0.0)
+    rec.feed_json(b"{not json", 0.2)
+    assert rec.error == "not JSON in the stream: {not json"
+
+
 def test_not_json_is_an_error():
     rec = sb.StreamRecord(0.0)
     rec.feed_data("<html>proxy error</html>", 0.2)
