@@ -1,0 +1,26 @@
+# Copyright: sparkfleet developers
+# Apache License 2.0 (see galaxy.yml)
+"""Filter: busy or wedged, from two of vLLM's /metrics pages (module_utils/engine_progress.py).
+
+Documented in the YAML file beside this one (ansible-doc -t filter sparkfleet.vllm.engine_progress).
+"""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import engine_progress as progress
+
+
+def engine_progress(pages, window_s):
+    try:
+        return progress.engine_progress([str(page or "") for page in pages], float(window_s))
+    except (TypeError, ValueError) as error:
+        raise AnsibleFilterError(f"engine_progress: give a list of /metrics pages and the seconds between them ({error})") from None
+
+
+class FilterModule:
+    """sparkfleet.vllm engine progress filter."""
+
+    def filters(self):
+        return {"engine_progress": engine_progress}
