@@ -29,6 +29,7 @@ import re
 import secrets
 import shutil
 import subprocess
+import threading
 import time
 
 import httpx
@@ -414,11 +415,63 @@ def _healed_by_two_watch_runs(watch, symptom):
     assert _completion().status_code == 200
 
 
+def _fill_every_sequence(stop, streams=12, max_tokens=20000):
+    """More long streamed completions than the pair's max_num_seqs (6) holds, each read until `stop` is set (then
+    closed: vLLM aborts it). Returns the futures and a function that counts the streams that got a token."""
+    started = []
+
+    def stream():
+        body = {"model": "glm-5.3-flash", "messages": [{"role": "user", "content": "Count."}], "max_tokens": max_tokens,
+                "ignore_eos": True, "stream": True}  # fmt: skip
+        headers = {"Authorization": f"Bearer {API_KEY}"}
+        counted = False
+        with httpx.stream("POST", f"{HEAD_API}/v1/chat/completions", json=body, headers=headers, timeout=600) as response:
+            for line in response.iter_lines():
+                if not counted and line.startswith("data: {"):
+                    started.append(True)
+                    counted = True
+                if stop.is_set():
+                    return
+
+    pool = concurrent.futures.ThreadPoolExecutor(streams)
+    futures = [pool.submit(stream) for _unused in range(streams)]
+    pool.shutdown(wait=False)
+    return futures, lambda: len(started)
+
+
+def test_a_busy_engine_whose_probe_token_is_late_is_not_taken_for_a_wedge(vault):
+    """A Spark serving its lane at max_num_seqs queues the probe's one-token request behind full sequences: the token
+    misses its deadline while the engine generates. The watch (here relaunching at the first failed probe, with a 2 s
+    deadline) reads vLLM's token counters 5 s apart, finds them moving, and restarts nothing."""
+    watch = ("playbooks/watch.yml", *vault, "-e", "watch_failures_before_relaunch=1", "-e", "engine_probe_timeout_s=2")
+    before = _start_times()
+    stop = threading.Event()
+    futures, streaming = _fill_every_sequence(stop)
+    try:
+        for _unused in range(120):
+            if streaming() >= 6:
+                break
+            time.sleep(1)
+        assert streaming() == 6, "the pair runs 6 sequences at most (262k x 6): the other streams wait"
+        rc, _unused, folded, changed = _play(*watch, inventory=TWO)
+        assert rc == 0, folded[-3000:]
+        assert "watch: healthy (0 failed probe(s) in a row" in folded, folded[-3000:]
+        assert re.search(r"one-token completion -1 \(no token within 2 s, but busy, not wedged: [1-9]\d* tokens in 5 s, 6 requests running", folded), folded[
+            -3000:
+        ]
+        assert set(changed.values()) == {0}
+        assert _start_times() == before
+    finally:
+        stop.set()
+        concurrent.futures.wait(futures, timeout=120)
+    assert [future.exception() for future in futures] == [None] * len(futures)
+
+
 def test_a_wedged_worker_whose_head_still_answers_health_is_healed_by_the_watch(vault):
     """A worker whose every process is stopped (SIGSTOP) while /health still answers 200: no restart policy sees
     it. The watch's one-token completion (under a 10 s deadline here) finds it; every rank is relaunched."""
     watch = ("playbooks/watch.yml", *vault, "-e", "watch_failures_before_relaunch=2", "-e", "watch_max_relaunches_per_hour=10")
-    watch += ("-e", "engine_probe_timeout_s=10")
+    watch += ("-e", "engine_probe_timeout_s=10", "-e", "engine_probe_progress_window_s=2")
     _node("spark2", f"for pid in $(docker top {CONTAINER} -eo pid | tail -n +2); do kill -STOP $pid; done")
     assert httpx.get(f"{HEAD_API}/health", timeout=10).status_code == 200  # the wedge answers /health
     _healed_by_two_watch_runs(watch, "one-token completion answered -1")
@@ -426,14 +479,50 @@ def test_a_wedged_worker_whose_head_still_answers_health_is_healed_by_the_watch(
     assert decisions == ["failing", "relaunch", "relaunched"], decisions
 
 
+# --- a roll back that cannot be done ------------------------------------------------------
+
+
+def test_a_roll_back_whose_kept_rank_was_pruned_fails_saying_so_and_leaves_no_rank(vault, tmp_path):
+    """The ranks a relaunch keeps for a roll back are stopped containers, and a node's cleanup (`docker container
+    prune`, often a cron job) removes stopped containers: here spark2's goes while the lane that cannot boot boots.
+    The play fails naming spark2 and saying that nothing serves; no rank of either engine is left half-started."""
+    assert _completion().status_code == 200  # the pair the watch healed above serves
+    kept = f"docker ps -aq --filter name=^{CONTAINER}-previous$ --filter status=exited"
+    output = tmp_path / "lane.log"
+    with output.open("w") as log:
+        play = subprocess.Popen(
+            ["ansible-playbook", "-i", str(TWO), str(REPO / "playbooks/lane.yml"), *vault, *LANE_THAT_CANNOT_BOOT],
+            cwd=REPO, env=_env(), stdout=log, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        try:
+            while play.poll() is None and not _node("spark2", kept):
+                time.sleep(0.5)
+            assert play.poll() is None, "the play ended before spark2's rank was kept"
+            _node("spark2", "docker container prune -f")
+            play.wait(timeout=900)
+        finally:
+            if play.poll() is None:
+                play.kill()
+    folded = " ".join(output.read_text().split())
+    assert play.returncode != 0
+    assert "The engine 'sparks' did not start" in folded, folded[-4000:]
+    pruned = f"The roll back could not start the previous ranks: spark2: Error response from daemon: No such container: {CONTAINER}-previous"
+    assert pruned in folded, folded[-4000:]
+    assert "Nothing of this engine serves; run site.yml or lane.yml with a lane that boots." in folded
+    # The head the roll back did start (workers first, then the head) was stopped again: nothing half-started.
+    assert _ranks_left(PAIR) == {"spark1": "", "spark2": ""}
+    assert [_node(name, f"docker ps -aq --filter name=^{CONTAINER}") for name in PAIR] == ["", ""]
+
+
 def test_the_watch_stops_relaunching_at_its_hourly_cap(vault):
-    _node("spark2", f"docker kill {CONTAINER}")
-    before = _start_times()
+    """The failed roll back above left no rank; the wedge's relaunch was within the hour: at a cap of one, the watch
+    finds the engine down, and starts nothing."""
     capped = ("-e", "watch_failures_before_relaunch=1", "-e", "watch_max_relaunches_per_hour=1")
     rc, _unused, folded, _unused = _play("playbooks/watch.yml", *vault, *capped, inventory=TWO)
     assert rc == 0, folded[-3000:]
     assert "watch: capped" in folded
-    assert _start_times() == before
+    assert "spark1: no rank container; spark2: no rank container" in folded, folded[-3000:]
+    assert _ranks_left(PAIR) == {"spark1": "", "spark2": ""}
     assert _watch_events()[-1]["decision"] == "capped"
     assert "cap: 1 relaunches per hour reached; nothing restarted" in _watch_events()[-1]["reason"]
 
@@ -453,7 +542,8 @@ def _head_container_id():
 
 
 def test_a_node_lost_while_the_engine_boots_fails_naming_it_and_leaves_no_rank(vault, tmp_path):
-    """The four-node engine replaces the broken pair; spark3's node container stops during the boot.
+    """The four-node engine starts where the pair left nothing (the failed roll back above); spark3's node container
+    stops during the boot.
 
     The moment is read from the head itself: the launch starts the head last, as a new container.
     """
