@@ -366,14 +366,17 @@ def test_a_head_that_exits_0_is_reported_and_the_watch_relaunches_after_two_fail
     case above: both are "down" to the watch, which reads the rank's state, not how it ended.)"""
     watch = ("playbooks/watch.yml", *vault, "-e", "watch_failures_before_relaunch=2")
     _node("spark1", f"docker kill -s TERM {CONTAINER}")  # vLLM's own clean shutdown
-    assert _exited("spark1") == "exited 0"
+    # vLLM's graceful shutdown ends 0; once in CI (2026-12-02) it ended 1, its engine core gone first. The watch
+    # reads the rank's state, not the code, so the heal below is the same either way; status names the code it got.
+    state = _exited("spark1")
+    assert state in ("exited 0", "exited 1"), state
     rc, _unused, folded, _unused = _play("playbooks/status.yml", *vault, inventory=TWO)
-    assert "ranks down: spark1: exited (exit code 0)" in folded, folded[-3000:]
+    assert f"ranks down: spark1: exited (exit code {state[-1]})" in folded, folded[-3000:]
     before = _start_times()
     rc, _unused, folded, _unused = _play(*watch, inventory=TWO)
     assert rc == 0, folded[-3000:]
     assert "watch: failing (1 failed probe(s) in a row" in folded
-    assert "ranks down: spark1: exited (exit code 0)" in folded, folded[-3000:]
+    assert f"ranks down: spark1: exited (exit code {state[-1]})" in folded, folded[-3000:]
     assert _start_times() == before  # one failed probe restarts nothing
     rc, _unused, folded, _unused = _play(*watch, inventory=TWO)
     assert rc == 0, folded[-4000:]
@@ -387,7 +390,7 @@ def test_a_head_that_exits_0_is_reported_and_the_watch_relaunches_after_two_fail
     assert set(changed.values()) == {0}
     events = _watch_events()
     assert [event["decision"] for event in events[-3:]] == ["failing", "relaunch", "relaunched"]
-    assert "spark1: exited (exit code 0)" in events[-3]["reason"]
+    assert f"spark1: exited (exit code {state[-1]})" in events[-3]["reason"]
 
 
 def _exited(name):
