@@ -10,6 +10,8 @@ prometheus_client parses the pages (requirements.txt).
 
 from __future__ import annotations
 
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.stream_bench import read_prometheus
+
 # Counters that move whenever the engine does work for any request: decoding and (finished) prefills.
 PROGRESS_COUNTERS = ("vllm:generation_tokens_total", "vllm:prompt_tokens_total")
 QUEUE_GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting")
@@ -17,14 +19,8 @@ QUEUE_GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 
 def read_counters(text: str) -> dict[str, float]:
     """The progress counters and queue gauges of one /metrics page, summed over engines and labels; {} if unreadable."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    wanted, values = (*PROGRESS_COUNTERS, *QUEUE_GAUGES), {}
     try:
-        for family in text_string_to_metric_families(text or ""):
-            for sample in family.samples:
-                if sample.name in wanted:
-                    values[sample.name] = values.get(sample.name, 0.0) + sample.value
+        values = read_prometheus(text or "", (*PROGRESS_COUNTERS, *QUEUE_GAUGES))
     except ValueError:
         return {}
     return values if all(name in values for name in PROGRESS_COUNTERS) else {}

@@ -527,14 +527,15 @@ WANTED_SAMPLES = (
 )
 
 
-def read_prometheus(text: str) -> dict:
-    """The samples above from a /metrics page, summed over engines (KV usage: the highest)."""
+def read_prometheus(text: str, names: tuple[str, ...] = WANTED_SAMPLES) -> dict:
+    """The samples `names` (by default the ones above) from a /metrics page, summed over engines and labels
+    (KV usage: the highest)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     values: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name not in WANTED_SAMPLES:
+            if sample.name not in names:
                 continue
             if sample.name == "vllm:kv_cache_usage_perc":
                 values[sample.name] = max(values.get(sample.name, 0.0), sample.value)
