@@ -40,6 +40,14 @@ def nccl_conf(settings):
         raise AnsibleFilterError(str(error)) from error
 
 
+def nccl_resolved_version(madison_output, pin, cuda_major):
+    # A refusal is returned, not raised: the role's own task fails with it, so our sentence is the first line.
+    try:
+        return {"version": nccl_pin.resolve_version(pin, nccl_pin.offered_versions(madison_output), cuda_major), "problem": ""}
+    except nccl_pin.NcclPinError as error:
+        return {"version": "", "problem": str(error)}
+
+
 class FilterModule:
     """sparkfleet.vllm host-stack filters."""
 
@@ -53,6 +61,7 @@ class FilterModule:
             "nccl_problems": nccl_pin.problems,
             "nccl_other_version_report": nccl_pin.other_version_report,
             "nccl_conf": nccl_conf,
+            "nccl_resolved_version": nccl_resolved_version,
             "upstream_version": nvidia_driver.upstream_version,
             "driver_versions_offered": nvidia_driver.available_versions,
         }

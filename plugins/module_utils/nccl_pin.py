@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 
-# apt-get -s: "Inst libnccl2 (2.30.7-1+cuda13.0 cuda [amd64])" or, on an
-# upgrade/downgrade, "Inst libnccl2 [2.29.7-1+cuda13.0] (2.30.7-1+cuda13.0 ...)".
+# apt-get -s: "Inst libnccl2 (2.30.7-1+cuda13.3 cuda [amd64])" or, on an
+# upgrade/downgrade, "Inst libnccl2 [2.29.7-1+cuda13.0] (2.30.7-1+cuda13.3 ...)".
 _INST = re.compile(r"^Inst (\S+) (?:\[(\S+)\] )?\((\S+)")
 _REMV = re.compile(r"^Remv (\S+)")
 _NOT_FOUND = re.compile(r"Version '([^']+)' for '([^']+)' was not found|Unable to locate package (\S+)")
@@ -38,6 +38,59 @@ def parse_apt_simulation(text):
         if match:
             missing.append(line.removeprefix("E: "))
     return {"install": install, "remove": remove, "missing": missing}
+
+
+# NVIDIA's package versions: UPSTREAM-REVISION+cudaMAJOR.MINOR ("2.30.7-1+cuda13.3").
+_BUILD = re.compile(r"^(?P<upstream>[^+]+)\+cuda(?P<major>\d+)\.(?P<minor>\d+)$")
+
+
+class NcclPinError(ValueError):
+    """A pin the repository cannot satisfy, or one that is not spelled as NVIDIA spells versions."""
+
+
+def offered_versions(madison_output):
+    """`apt-cache madison libnccl2` -> the versions the repository offers ("2.30.7-1+cuda13.3", ...)."""
+    versions = []
+    for line in (madison_output or "").splitlines():
+        parts = [part.strip() for part in line.split("|")]
+        if len(parts) >= 2 and parts[1] and parts[1] not in versions:
+            versions.append(parts[1])
+    return versions
+
+
+def resolve_version(pin, offered, cuda_major):
+    """The package version to install for `pin` on a node whose CUDA major version is `cuda_major`.
+
+    pin: NCCL's upstream version and revision ("2.30.7-1"), as NVIDIA names a release; the
+    repository publishes each release once per CUDA it was built for ("2.30.7-1+cuda13.3"). The
+    newest build for the node's CUDA major is taken: CUDA's minor-version compatibility runs any
+    13.x build on a 13.0 driver. A pin that already names a build ("2.30.7-1+cuda13.3") is taken
+    as it is, when the repository offers it.
+    """
+    pin, major = str(pin).strip(), str(cuda_major).strip()
+    if not re.fullmatch(r"\d+\.\d+\.\d+-\d+(\+cuda\d+\.\d+)?", pin):
+        raise NcclPinError(f"nccl_version {pin!r} is not an NCCL release: write it as NVIDIA does, like 2.30.7-1 (or one build, like 2.30.7-1+cuda13.3).")
+    if not major.isdigit():
+        raise NcclPinError(f"the node's CUDA major version {cuda_major!r} is not a number: set nccl_cuda_major, like 13.")
+    if "+" in pin:
+        if pin in offered:
+            return pin
+        candidates = []
+    else:
+        candidates = [
+            (int(match["minor"]), version)
+            for version, match in ((version, _BUILD.match(version)) for version in offered)
+            if match and match["upstream"] == pin and match["major"] == major
+        ]
+    if candidates:
+        return max(candidates)[1]
+    same_release = [version for version in offered if version.split("+", 1)[0] == pin.split("+", 1)[0]]
+    listed = ", ".join(offered) if offered else "nothing"
+    raise NcclPinError(
+        f"NCCL {pin} has no build for CUDA {major} in the repository"
+        + (f" (it has {', '.join(same_release)})" if same_release else "")
+        + f"; it offers: {listed}. Pin a release it has a CUDA {major} build of (nccl_version, like 2.30.7-1), or check the repository (cuda_repo_url)."
+    )
 
 
 def other_versions(packages, version, installed):

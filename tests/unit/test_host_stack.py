@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -320,3 +321,67 @@ def test_dpkg_held_lists_what_apt_mark_showhold_lists_from_the_same_database(tmp
     assert dpkg.installed_versions(query.stdout) == {"libnccl2": "2.28.3-1+cuda12.9", "libnccl-dev": "2.28.3-1+cuda12.9"}
     with pytest.raises(ValueError, match=r"'libnccl2 hi' is not NAME<TAB>STATUS<TAB>VERSION"):
         dpkg.held_packages("libnccl2 hi\n")
+
+
+# NCCL's release pinned, its build resolved from what the repository offers (NVIDIA's version strings:
+# one package per release and CUDA it was built for, as apt-cache madison lists NVIDIA's sbsa repository).
+MADISON_NVIDIA = """\
+  libnccl2 | 2.31.2-1+cuda13.3 | https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/sbsa  Packages
+  libnccl2 | 2.30.7-1+cuda13.3 | https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/sbsa  Packages
+  libnccl2 | 2.30.7-1+cuda12.9 | https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/sbsa  Packages
+  libnccl2 | 2.29.7-1+cuda13.0 | https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/sbsa  Packages
+  libnccl2 | 2.28.9-1+cuda13.0 | https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/sbsa  Packages
+"""
+
+
+def test_offered_nccl_versions_are_read_from_madison_in_its_order():
+    assert nccl_pin.offered_versions(MADISON_NVIDIA) == [
+        "2.31.2-1+cuda13.3", "2.30.7-1+cuda13.3", "2.30.7-1+cuda12.9", "2.29.7-1+cuda13.0", "2.28.9-1+cuda13.0",
+    ]  # fmt: skip
+    assert nccl_pin.offered_versions("") == []
+
+
+def test_the_release_resolves_to_its_build_for_the_nodes_cuda_major_never_to_a_decoy():
+    offered = nccl_pin.offered_versions(MADISON_NVIDIA)
+    assert nccl_pin.resolve_version("2.30.7-1", offered, 13) == "2.30.7-1+cuda13.3"
+    assert nccl_pin.resolve_version("2.30.7-1", offered, "12") == "2.30.7-1+cuda12.9"
+    # The newest CUDA minor of the release wins (CUDA's minor-version compatibility), whatever madison's order.
+    assert nccl_pin.resolve_version("2.30.7-1", ["2.30.7-1+cuda13.0", "2.30.7-1+cuda13.3", "2.30.7-1+cuda13.1"], 13) == "2.30.7-1+cuda13.3"
+    # A pin naming one build is taken as it is.
+    assert nccl_pin.resolve_version("2.29.7-1+cuda13.0", offered, 13) == "2.29.7-1+cuda13.0"
+
+
+def test_the_guessed_pin_of_old_is_refused_naming_what_the_repository_has():
+    """2.30.7-1+cuda13.0, the pin this collection once shipped, is not a version NVIDIA publishes."""
+    offered = nccl_pin.offered_versions(MADISON_NVIDIA)
+    with pytest.raises(nccl_pin.NcclPinError) as refused:
+        nccl_pin.resolve_version("2.30.7-1+cuda13.0", offered, 13)
+    assert str(refused.value) == (
+        "NCCL 2.30.7-1+cuda13.0 has no build for CUDA 13 in the repository (it has 2.30.7-1+cuda13.3, 2.30.7-1+cuda12.9); "
+        "it offers: 2.31.2-1+cuda13.3, 2.30.7-1+cuda13.3, 2.30.7-1+cuda12.9, 2.29.7-1+cuda13.0, 2.28.9-1+cuda13.0. "
+        "Pin a release it has a CUDA 13 build of (nccl_version, like 2.30.7-1), or check the repository (cuda_repo_url)."
+    )
+    with pytest.raises(nccl_pin.NcclPinError, match=r"^NCCL 2.31.2-1 has no build for CUDA 12 in the repository \(it has 2.31.2-1\+cuda13.3\)"):
+        nccl_pin.resolve_version("2.31.2-1", offered, 12)
+    with pytest.raises(nccl_pin.NcclPinError, match="it offers: nothing"):
+        nccl_pin.resolve_version("2.30.7-1", [], 13)
+
+
+@pytest.mark.parametrize("pin", ["2.30.7", "v2.30.7-1", "2.30.7-1+cu13", "latest", ""])
+def test_a_pin_not_spelled_as_nvidia_spells_releases_is_refused_naming_it(pin):
+    with pytest.raises(nccl_pin.NcclPinError, match=rf"^nccl_version {re.escape(repr(pin))} is not an NCCL release: write it as NVIDIA does, like 2.30.7-1"):
+        nccl_pin.resolve_version(pin, ["2.30.7-1+cuda13.3"], 13)
+
+
+def test_a_cuda_major_that_is_not_a_number_is_refused():
+    with pytest.raises(nccl_pin.NcclPinError, match=r"the node's CUDA major version '13.0' is not a number: set nccl_cuda_major"):
+        nccl_pin.resolve_version("2.30.7-1", ["2.30.7-1+cuda13.3"], "13.0")
+
+
+def test_the_filter_returns_a_refusal_for_the_role_to_fail_with_as_its_first_line():
+    from ansible_collections.sparkfleet.vllm.plugins.filter import host_stack
+
+    assert host_stack.nccl_resolved_version(MADISON_NVIDIA, "2.30.7-1", "13") == {"version": "2.30.7-1+cuda13.3", "problem": ""}
+    refused = host_stack.nccl_resolved_version(MADISON_NVIDIA, "2.30.7-1+cuda13.0", "13")
+    assert refused["version"] == ""
+    assert refused["problem"].startswith("NCCL 2.30.7-1+cuda13.0 has no build for CUDA 13 in the repository")

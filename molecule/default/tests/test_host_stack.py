@@ -25,9 +25,11 @@ import yaml
 REPO = pathlib.Path(__file__).resolve().parents[3]
 INVENTORY = REPO / "molecule/resources/inventory/hosts.yml"
 NODES = ("spark1", "spark2", "spark3", "spark4")
-NCCL = "2.30.7-1+cuda13.0"
+# NVIDIA's version strings, as the stand-in repository publishes them: the pin (nccl_version 2.30.7-1) resolves
+# to its CUDA 13 build; the decoys are an older release, a newer one, and the same release built for CUDA 12.
+NCCL = "2.30.7-1+cuda13.3"
 DECOY = "2.29.7-1+cuda13.0"
-NEWER = "2.31.2-1+cuda13.1"
+NEWER = "2.31.2-1+cuda13.3"
 DRIVER = "580.95.05"
 SMI = "/opt/sparkfleet-sim/bin/nvidia-smi"
 
@@ -195,8 +197,13 @@ BAD_INPUT = {
     ),
     # Where the ranks load the host's NCCL; otherwise another version is only reported (the decoy test).
     "an NCCL version other than the pinned one, the host's NCCL the engine's": (
-        ["-e", "nccl_version=2.28.3-1+cuda12.9", "-e", "nccl_host_library_for_engine=true"],
-        "spark2: libnccl2 2.30.7-1+cuda13.0 is installed and held, not the pinned 2.28.3-1+cuda12.9, and the engine loads the host",
+        ["-e", "nccl_version=2.29.7-1", "-e", "nccl_host_library_for_engine=true"],
+        f"spark2: libnccl2 {NCCL} is installed and held, not the pinned 2.29.7-1+cuda13.0, and the engine loads the host",
+    ),
+    # The pin this collection once shipped: a version string NVIDIA never published.
+    "an NCCL build the repository does not publish": (
+        ["-e", "nccl_version=2.30.7-1+cuda13.0"],
+        "spark3: NCCL 2.30.7-1+cuda13.0 has no build for CUDA 13 in the repository (it has 2.30.7-1+cuda13.3, 2.30.7-1+cuda12.9)",
     ),
     "an unreachable repository": (
         ["-e", "cuda_repo_base_url=http://192.168.100.5/no/such/repos"],

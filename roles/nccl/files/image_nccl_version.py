@@ -1,9 +1,11 @@
 # Runs inside the engine image (python -c): which NCCL its torch uses, as JSON.
-# A CUDA torch reports the NCCL it loads, and the library file it mapped (path and
-# sha256: the bytes every rank of this image loads). A CPU build has none, so the
-# pip metadata of the nvidia-nccl wheels (if any) and their library file are what
-# there is to report.
+# "nccl" is what ncclGetVersion of the library this process mapped answers: the NCCL every rank
+# of this image loads. torch.cuda.nccl.version() ("torch_nccl") is only the version torch was
+# compiled against (a constant from NCCL's headers), which an image that re-pins NCCL, as the
+# recipe's does, no longer loads. The library file (path and sha256) is reported too. A CPU build
+# maps none: the pip wheels' library, if any, is loaded to ask it.
 import contextlib
+import ctypes
 import hashlib
 import importlib.metadata
 import json
@@ -34,7 +36,17 @@ def packaged_nccl(name):
     return None
 
 
-found = {"torch_nccl": None, "packages": {}, "library": None}
+def nccl_get_version(path):
+    """ncclGetVersion of the library at path: "2.30.7" (NCCL >= 2.9 codes 23007; older ones 2804)."""
+    code = ctypes.c_int(0)
+    status = ctypes.CDLL(path).ncclGetVersion(ctypes.byref(code))
+    if status != 0:
+        raise RuntimeError(f"ncclGetVersion returned {status}")
+    major, rest = (code.value // 10000, code.value % 10000) if code.value >= 10000 else (code.value // 1000, code.value % 1000)
+    return f"{major}.{rest // 100}.{rest % 100}"
+
+
+found = {"nccl": None, "torch_nccl": None, "packages": {}, "library": None}
 for name in ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl"):
     with contextlib.suppress(importlib.metadata.PackageNotFoundError):
         found["packages"][name] = importlib.metadata.version(name)
@@ -49,6 +61,7 @@ try:
     path = mapped_nccl() or next(filter(None, map(packaged_nccl, found["packages"])), None)
     if path:
         found["library"] = library_file(path)
+        found["nccl"] = nccl_get_version(path)
 except Exception as error:
     found["library_error"] = repr(error)
 print(json.dumps(found))

@@ -51,12 +51,14 @@ for os_dir in ubuntu2404 debian12; do
       deb nvidia-open "$version" "$deb_arch" "$out" ""
     done
     deb nvidia-container-toolkit "1.18.0-$revision" "$deb_arch" "$out" "" /build/nvidia-ctk:usr/bin/nvidia-ctk
-    # NCCL: the pinned 2.30.7, the 2.29.7 FlashInfer's pip downgrades to (fails on
-    # the Spark fabric) and a newer one: apt must still choose 2.30.7.
+    # NCCL in NVIDIA's own version strings, one package per release and CUDA build: the pinned
+    # release 2.30.7 for CUDA 13 (2.30.7-1+cuda13.3) and for CUDA 12, the 2.29.7 FlashInfer's pip
+    # downgrades to (fails on the Spark fabric), the repository's CUDA 13.0 build (2.28.9) and a newer
+    # release: the nccl role must still resolve and hold 2.30.7-1+cuda13.3.
     # Each libnccl2 holds a stand-in libnccl.so.2 (text, not a library) whose bytes differ per version:
     # enough for the engine's check that every rank would load the same host NCCL.
     triplet=x86_64-linux-gnu; [ "$deb_arch" = arm64 ] && triplet=aarch64-linux-gnu
-    for version in 2.29.7-1+cuda13.0 2.30.7-1+cuda13.0 2.31.2-1+cuda13.1; do
+    for version in 2.28.9-1+cuda13.0 2.29.7-1+cuda13.0 2.30.7-1+cuda12.9 2.30.7-1+cuda13.3 2.31.2-1+cuda13.3; do
       printf 'stand-in libnccl.so.2 of libnccl2 %s (sparkfleet simulation; not a library)\n' "$version" > "$work/libnccl-$version"
       deb libnccl2 "$version" "$deb_arch" "$out" "" "$work/libnccl-$version:usr/lib/$triplet/libnccl.so.2"
       deb libnccl-dev "$version" "$deb_arch" "$out" "libnccl2 (= $version)"
