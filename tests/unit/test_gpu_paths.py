@@ -131,4 +131,4 @@ def test_the_nccl_probe_on_a_cpu_torch_reports_no_nccl_and_no_library():
     result = subprocess.run([sys.executable, "-c", probe.read_text()], capture_output=True, text=True, check=True, timeout=300)
     found = json.loads(result.stdout.splitlines()[-1])
     assert torch_found  # make installs vLLM's CPU build (and its torch) into the venv
-    assert (found["torch_nccl"], found["library"]) == (None, None), found
+    assert (found["nccl"], found["torch_nccl"], found["library"]) == (None, None, None), found
