@@ -12,9 +12,9 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import dpkg, nccl_pin, nvidia_driver
 
 
-def driver_plan(loaded, minimum, target, installs_allowed=True, available=None, allow_downgrade=False):
+def driver_plan(loaded, minimum, target, installs_allowed=True, available=None, allow_downgrade=False, os_owned=None):
     try:
-        return nvidia_driver.plan(loaded, minimum, target, installs_allowed, available=available, allow_downgrade=allow_downgrade)
+        return nvidia_driver.plan(loaded, minimum, target, installs_allowed, available=available, allow_downgrade=allow_downgrade, os_owned=os_owned)
     except nvidia_driver.DriverPolicyError as error:
         raise AnsibleFilterError(str(error)) from error
 

@@ -58,7 +58,14 @@ def available_versions(madison_outputs):
     return sorted(set.intersection(*per_node), key=nvidia_smi.version_tuple) if per_node else []
 
 
-def plan(loaded, minimum, target, installs_allowed=True, available=None, allow_downgrade=False):
+# What NVIDIA documents for a DGX Spark whose driver must change: its own OS update, never a CUDA-repository driver.
+DGX_OS_UPDATE = (
+    "Update DGX OS on those nodes the way NVIDIA's DGX Spark User Guide documents (the DGX Dashboard's update, or "
+    "sudo apt update && sudo apt full-upgrade, then sudo reboot), one node at a time, until every node runs one driver"
+)
+
+
+def plan(loaded, minimum, target, installs_allowed=True, available=None, allow_downgrade=False, os_owned=None):
     """Which nodes get which driver, and what stops the run.
 
     loaded: {node: driver version loaded there, or None when none answers}.
@@ -72,6 +79,9 @@ def plan(loaded, minimum, target, installs_allowed=True, available=None, allow_d
     - allow_downgrade: every node not at `target` gets `target` (the pin is the
       cluster's truth, downgrades and their reboots included).
     A node that needs no change is never touched (nor rebooted).
+    os_owned: {node: its OS's driver packages ("nvidia-driver-580-open 580.95.05-0ubuntu1")} where the OS owns
+    the driver (DGX OS: Canonical-signed packages under Secure Boot). Such a node is verified, never given a
+    driver nor rebooted: if it needs one, the run stops naming every node's version and DGX OS's own update.
     Returns {"install": {node: reason}, "version": the version installed there,
     "problems": [message]}.
     """
@@ -108,6 +118,16 @@ def plan(loaded, minimum, target, installs_allowed=True, available=None, allow_d
             f"Pin it (nvidia_driver_version: {version}) once the repository has it, or bring every node to {target}, "
             f"downgrades and reboots included (nvidia_driver_allow_downgrade: true)."
         )
+    owned_needing = sorted(set(install) & set(os_owned or {}))
+    if owned_needing:
+        table = ", ".join(f"{node} {loaded.get(node) or 'no driver loaded'}" + (f" ({os_owned[node]})" if node in os_owned else "") for node in sorted(loaded))
+        reasons = "; ".join(f"{node}: {install[node]}" for node in owned_needing)
+        problems.append(
+            f"The nodes run {table}. {reasons}. DGX OS owns the driver on {', '.join(owned_needing)} (Canonical-signed packages, "
+            "Secure Boot): this role never replaces them nor reboots for them, and nothing was changed. "
+            f"{DGX_OS_UPDATE} at or above {minimum}, then run again."
+        )
+        return {"install": {}, "version": version, "problems": problems}
     if install and not installs_allowed:
         for node, reason in sorted(install.items()):
             problems.append(

@@ -385,3 +385,47 @@ def test_the_filter_returns_a_refusal_for_the_role_to_fail_with_as_its_first_lin
     refused = host_stack.nccl_resolved_version(MADISON_NVIDIA, "2.30.7-1+cuda13.0", "13")
     assert refused["version"] == ""
     assert refused["problem"].startswith("NCCL 2.30.7-1+cuda13.0 has no build for CUDA 13 in the repository")
+
+
+# DGX OS owns its driver (Canonical-signed nvidia-driver-580-open, Secure Boot): verified, never replaced.
+DGX_OWNED = {node: "nvidia-driver-580-open 580.95.05-0ubuntu1" for node in ("s1", "s2", "s3")}
+
+
+def test_dgx_os_nodes_on_one_driver_at_the_minimum_need_nothing():
+    plan = nvidia_driver.plan({"s1": "580.126.09", "s2": "580.126.09", "s3": "580.126.09"}, "580.95", "580.95.05", os_owned=DGX_OWNED)
+    assert plan == {"install": {}, "version": "580.126.09", "problems": []}
+
+
+@pytest.mark.parametrize("allow_downgrade", [False, True])
+def test_mixed_drivers_on_dgx_os_install_nothing_and_name_every_node_and_the_way_out(allow_downgrade):
+    """Seen on real GB10 pairs: one node updated, the other not. The CUDA-repository driver is never put over DGX
+    OS's, nor a node rebooted for it, downgrades allowed or not."""
+    owned = dict(DGX_OWNED, s3="nvidia-driver-580-open 580.126.09-0ubuntu1")
+    loaded = {"s1": "580.95.05", "s2": "580.95.05", "s3": "580.126.09"}
+    plan = nvidia_driver.plan(loaded, "580.95", "580.95.05", available=["580.95.05", "580.126.09"], allow_downgrade=allow_downgrade, os_owned=owned)
+    assert plan["install"] == {}
+    (problem,) = plan["problems"]
+    assert problem.startswith(
+        "The nodes run s1 580.95.05 (nvidia-driver-580-open 580.95.05-0ubuntu1), s2 580.95.05 (nvidia-driver-580-open 580.95.05-0ubuntu1), "
+        "s3 580.126.09 (nvidia-driver-580-open 580.126.09-0ubuntu1). "
+    ), problem
+    # Up to the newest by default (s1 and s2 would change), down to the pin when downgrades are allowed (s3 would).
+    assert f"DGX OS owns the driver on {'s3' if allow_downgrade else 's1, s2'} (Canonical-signed packages" in problem
+    assert "this role never replaces them nor reboots for them, and nothing was changed." in problem
+    assert problem.endswith(nvidia_driver.DGX_OS_UPDATE + " at or above 580.95, then run again.")
+
+
+def test_a_library_mismatch_on_dgx_os_is_not_answered_with_a_new_driver():
+    """nvidia-smi's "Driver/library version mismatch" reads as no driver loaded: on DGX OS that is a reboot or an OS
+    update to finish, not a reason to install nvidia-open over the Canonical-signed packages."""
+    mismatch = nvidia_driver.loaded_driver(18, "", "Failed to initialize NVML: Driver/library version mismatch\n")
+    plan = nvidia_driver.plan({"s1": mismatch["version"], "s2": "580.95.05"}, "580.95", "580.95.05", os_owned=DGX_OWNED)
+    assert plan["install"] == {}
+    assert plan["problems"][0].startswith("The nodes run s1 no driver loaded (nvidia-driver-580-open 580.95.05-0ubuntu1), s2 580.95.05")
+    assert "s1: no driver answers." in plan["problems"][0]
+
+
+def test_a_node_not_owned_by_dgx_os_beside_dgx_os_ones_still_gets_the_driver():
+    """A GB10 twin on plain Ubuntu beside DGX OS Sparks: it alone is brought to the cluster's driver."""
+    plan = nvidia_driver.plan({"s1": "580.95.05", "s2": "580.95.05", "s4": None}, "580.95", "580.95.05", os_owned={"s1": "x", "s2": "x"})
+    assert plan == {"install": {"s4": "no driver answers"}, "version": "580.95.05", "problems": []}

@@ -50,6 +50,11 @@ for os_dir in ubuntu2404 debian12; do
     for version in "580.95.05-$revision" "580.126.09-$revision"; do
       deb nvidia-open "$version" "$deb_arch" "$out" ""
     done
+    # DGX OS's own driver: Canonical-signed packages in Ubuntu's version strings (the rehearsal and the DGX OS
+    # case install them on nodes marked as DGX OS; the nvidia_driver role must never replace them).
+    for version in 580.95.05-0ubuntu0.24.04.2 580.126.09-0ubuntu0.24.04.1; do
+      deb nvidia-driver-580-open "$version" "$deb_arch" "$out" ""
+    done
     deb nvidia-container-toolkit "1.18.0-$revision" "$deb_arch" "$out" "" /build/nvidia-ctk:usr/bin/nvidia-ctk
     # NCCL in NVIDIA's own version strings, one package per release and CUDA build: the pinned
     # release 2.30.7 for CUDA 13 (2.30.7-1+cuda13.3) and for CUDA 12, the 2.29.7 FlashInfer's pip
