@@ -123,17 +123,21 @@ def node_view(meminfo, cgroup=None):
     return view
 
 
-def engine_held(rank_usage_bytes=None, rank_gmu=None, total_bytes=None):
+def engine_held(rank_usage_bytes=None, rank_gmu=None, total_bytes=None, process_bytes_cap=0):
     """Memory this node's running rank holds: what a relaunch frees before the new rank takes any.
 
     The rank's cgroup counts its processes' memory (on the CPU build, the KV cache too). On a GB10
     the GPU's allocations come out of the same unified memory but may not be charged to the
-    container's cgroup, so the rank holds at least the gmu share it was started with. The larger of
-    the two, never their sum: counting the same bytes twice would pass a node that cannot fit.
+    container's cgroup, so the rank holds at least the gmu share it was started with, plus what its
+    own processes hold beside it: the head's API server and EngineCore (~5 GB, the head reserve),
+    passed as process_bytes_cap. The cgroup's use counts toward that share only up to the cap, so
+    bytes the cgroup already charges for the GPU are never counted twice (which would pass a node
+    that cannot fit).
     """
-    held = max(0, rank_usage_bytes or 0)
+    usage = max(0, rank_usage_bytes or 0)
+    held = usage
     if rank_gmu and total_bytes:
-        held = max(held, int(float(rank_gmu) * total_bytes))
+        held = max(held, int(float(rank_gmu) * total_bytes) + min(usage, max(0, int(process_bytes_cap or 0))))
     return held
 
 

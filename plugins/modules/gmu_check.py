@@ -70,8 +70,9 @@ options:
   engine_rank_pid:
     description:
       - PID (on this node) of the running rank of this same engine, when one runs. Its memory (its cgroup's
-        use, and at least I(engine_rank_gmu) x the node's memory on unified memory) counts as available, since a
-        relaunch stops it before the new rank takes any. Memory held by anything else does not count.
+        use, and at least I(engine_rank_gmu) x the node's memory on unified memory, plus on the head what its API
+        server and EngineCore hold beside it, up to I(head_reserve_gib)) counts as available, since a relaunch stops
+        it before the new rank takes any. Memory held by anything else does not count.
       - Leave unset for a node whose rank is not running, or runs another engine.
     type: int
   engine_rank_gmu:
@@ -389,7 +390,9 @@ def read_node_memory(params, meminfo):
         if rank and rank != own:
             engine_pids = node_memory.cgroup_pids(rank, node_memory.read_text, root)
         engine_pids.add(params["engine_rank_pid"])
-        held = node_memory.engine_held(usage and usage["usage"] - usage["reclaimable"], params["engine_rank_gmu"], view["MemTotal"])
+        # The head's API server and EngineCore hold up to the head reserve beside the GPU's share.
+        process_cap = int(params["head_reserve_gib"] * gpu_memory.GIB) if params["is_head"] else 0
+        held = node_memory.engine_held(usage and usage["usage"] - usage["reclaimable"], params["engine_rank_gmu"], view["MemTotal"], process_cap)
     others = node_memory.largest_processes(node_memory.list_processes(proc), exclude_pids=engine_pids | {os.getpid()})
     return view, held, others
 

@@ -160,6 +160,21 @@ def test_gb10_rerun_with_the_engine_up_at_085_fits():
     assert gm.plan_unified(0.85, info, is_head=True)["verdict"] == "does_not_fit"
 
 
+def test_gb10_head_rerun_counts_its_api_and_engine_core_beside_the_gpu_share():
+    """The head's rank holds gmu x total on the GPU (not charged to its cgroup) and ~5 GiB in its API server and
+    EngineCore (charged). Crediting only the gmu share refused a relaunch that fits once the rank stops."""
+    total = GB10_TOTAL_KB * KB
+    process = 5 * GIB
+    info, _held = gb10_serving(0.85, engine_process_gib=process / GIB)
+    info = dict(info, MemAvailable=info["MemAvailable"] - 2 * GIB, MemFree=info["MemFree"] - 2 * GIB)  # the OS at its 8.5 GiB reserve
+    credited_before = nm.engine_held(process, 0.85, total)
+    assert gm.plan_unified(0.85, info, is_head=True, engine_held=credited_before)["verdict"] == "does_not_fit"
+    held = nm.engine_held(process, 0.85, total, process_bytes_cap=5 * GIB)
+    assert held == int(0.85 * total) + process
+    result = gm.plan_unified(0.85, info, is_head=True, engine_held=held)
+    assert result["verdict"] == "fits", result["message"]
+
+
 def test_gb10_0885_on_a_head_with_a_desktop_is_refused_even_counting_the_engine():
     info, held = gb10_serving(0.85, desktop=True)
     result = gm.plan_unified(0.885, info, is_head=True, engine_held=held, others=[(2345, "gnome-shell", int(1.1 * GIB))])

@@ -60,8 +60,18 @@ def test_node_view_is_bounded_by_the_limit():
 def test_engine_held_takes_the_larger_of_cgroup_use_and_gmu_share_never_the_sum():
     total = 121 * GIB
     assert nm.engine_held(3 * GIB) == 3 * GIB  # CPU rank: its cgroup holds the KV too
-    assert nm.engine_held(4 * GIB, 0.85, total) == int(0.85 * total)  # GB10: GPU memory may not be charged
+    assert nm.engine_held(4 * GIB, 0.85, total) == int(0.85 * total)  # GB10 worker: GPU memory may not be charged
     assert nm.engine_held(None, None, None) == 0
+
+
+def test_the_heads_own_processes_count_beside_its_gpu_share_up_to_the_head_reserve():
+    """The GB10 head: API server and EngineCore (~5 GB) in the rank's cgroup, the GPU's share perhaps not."""
+    total, cap = 121 * GIB, 5 * GIB
+    assert nm.engine_held(4 * GIB, 0.85, total, cap) == int(0.85 * total) + 4 * GIB
+    assert nm.engine_held(7 * GIB, 0.85, total, cap) == int(0.85 * total) + cap  # never more than the cap beside it
+    # Where the cgroup does charge the GPU's share, its use already holds it all: nothing counted twice.
+    charged = int(0.85 * total) + 5 * GIB
+    assert nm.engine_held(charged, 0.85, total, cap) == charged
 
 
 def test_largest_processes_leave_the_engine_out():
