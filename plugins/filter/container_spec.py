@@ -1,0 +1,25 @@
+# Copyright: sparkfleet developers
+# Apache License 2.0 (see galaxy.yml)
+"""Filter: a profile's container settings as Docker CLI options (module_utils/container_spec.py).
+
+Documented in the YAML file beside this one (ansible-doc -t filter sparkfleet.vllm.docker_run_options).
+"""
+
+from __future__ import annotations
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import container_spec
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filter_errors import raising_filter_errors
+
+
+def docker_run_options(profile, shm_size=None):
+    profile = profile or {}
+    return container_spec.docker_run_options(
+        gpus=bool(profile.get("gpus")), devices=profile.get("devices") or [], ulimits=profile.get("ulimits") or [], shm_size=shm_size
+    )
+
+
+class FilterModule:
+    """sparkfleet.vllm container spec filter."""
+
+    def filters(self):
+        return {"docker_run_options": raising_filter_errors(docker_run_options, container_spec.ContainerSpecError)}
