@@ -66,6 +66,16 @@ def _host_playbook(*extra):
 # What converge left, on every node.
 
 
+def test_the_first_run_began_as_a_stock_user_outside_the_docker_group_and_left_it_in(host):
+    """A stock DGX OS user is not in the docker group (NVIDIA's Spark guide adds it by hand). The node image's user
+    is not either: converge's preflight reached Docker through sudo, and the host role added the user after it."""
+    image = subprocess.run(
+        ["docker", "run", "--rm", "--entrypoint", "id", "sparkfleet-sim/node:latest", "-nG", "nvidia"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert "docker" not in image, image
+    assert "docker" in host.check_output("id -nG nvidia").split()
+
+
 def test_pinned_stand_in_packages_are_installed(host):
     for package, version in (("libnccl2", NCCL), ("libnccl-dev", NCCL), ("nvidia-open", DRIVER + "-1"), ("nvidia-container-toolkit", "1.18.0-1")):
         installed = host.package(package)
