@@ -29,8 +29,13 @@ def selected_patches(names, patches_dir):
         raise AnsibleFilterError(f"patches: {error}") from error
 
 
-def checked_graph_guards(entries, required, enforce_eager, profile):
-    """The guards the entries provide; fails naming both ways out when graphs are on and one is missing."""
+def checked_graph_guards(entries, required, enforce_eager, profile, mounts=None):
+    """The guards the entries (and the sha256-pinned engine_patch_mounts) provide; fails naming both ways out when
+    graphs are on and one is missing."""
+    try:
+        entries = list(entries) + vllm_patches.mount_guard_entries(mounts)
+    except vllm_patches.PatchError as error:
+        raise AnsibleFilterError(str(error)) from error
     missing = [] if enforce_eager else vllm_patches.missing_graph_guards(required, entries)
     if missing:
         raise AnsibleFilterError(vllm_patches.graph_guard_refusal(profile, missing))

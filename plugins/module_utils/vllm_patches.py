@@ -89,6 +89,30 @@ def select(manifest, names, texts):
     return selected
 
 
+def mount_guard_entries(mounts):
+    """The graph guards of engine_patch_mounts: the recipe's way, its patched files bind-mounted as they are.
+
+    A mount provides its `guards` when it also names the `sha256` of the file it claims to be (the recipe's
+    published one): preflight compares that with the file on every node before anything changes. A mount that
+    names guards without a sha256 is refused: nothing would tie the claim to the file.
+    """
+    entries = []
+    for mount in mounts or []:
+        guards = mount.get("guards") or []
+        if not guards:
+            continue
+        if not isinstance(guards, list) or not all(isinstance(guard, str) and guard for guard in guards):
+            known = ", ".join(sorted(GRAPH_GUARDS))
+            raise PatchError(f"engine_patch_mounts {mount.get('src')}: guards must be a list of names (known: {known}), got {guards!r}")
+        if not re.fullmatch(r"[0-9a-f]{64}", str(mount.get("sha256") or "")):
+            raise PatchError(
+                f"engine_patch_mounts {mount.get('src')} declares guards {guards} without the sha256 of the file it provides them with "
+                f"(got {mount.get('sha256')!r}): add sha256: <the recipe's file's sha256> (sha256sum {mount.get('src')}), which preflight checks on every node."
+            )
+        entries.append({"name": f"engine_patch_mounts {mount.get('src')}", "guards": guards, "sha256": mount["sha256"]})
+    return entries
+
+
 def missing_graph_guards(required, entries):
     """The guards of `required` that no selected patch provides, in the order required."""
     provided = {guard for entry in entries for guard in entry.get("guards", [])}
@@ -101,7 +125,8 @@ def graph_guard_refusal(profile, missing):
     return (
         f"Profile {profile} runs CUDA graphs (enforce_eager false) and no patch of engine_patches provides the graph "
         f"guard(s) {', '.join(missing)}. {reasons}. Nothing was changed. Either supply the guard: whole-file patches (the "
-        f"recipe's patched sparse_attn_indexer.py and sparse_attn_indexer_kpool.py) or a diff in your patches/manifest.yml, "
+        f"recipe's patched sparse_attn_indexer.py and sparse_attn_indexer_kpool.py, bind-mounted as engine_patch_mounts entries "
+        f"with the recipe's sha256 and guards: [{', '.join(missing)}]) or a diff in your patches/manifest.yml, "
         f"each with the sha256 of the image's original (playbooks/patch_sources.yml copies the originals out of the image) "
         f"and guards: [{', '.join(missing)}], named in engine_patches; or set engine_enforce_eager: true (no CUDA graphs: "
         f"tiny-prompt E2E ~2.4 s instead of ~1.3 s, recipe.md)."

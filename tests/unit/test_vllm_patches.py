@@ -195,6 +195,37 @@ def test_graphs_on_without_the_guard_are_refused_naming_both_ways_out():
     assert "or set engine_enforce_eager: true (no CUDA graphs: tiny-prompt E2E ~2.4 s instead of ~1.3 s" in message
 
 
+# The recipe's way: its two patched files bind-mounted as they are (engine_patch_mounts), pinned by their sha256.
+RECIPE_MOUNTS = [
+    {"src": "/opt/recipe/sparse_attn_indexer.py", "dest": "/usr/lib/python3/dist-packages/vllm/model_executor/layers/sparse_attn_indexer.py",
+     "sha256": "1" * 64, "guards": ["persistent_topk"]},
+    {"src": "/opt/recipe/sparse_attn_indexer_kpool.py", "dest": "/usr/lib/python3/dist-packages/vllm/model_executor/layers/sparse_attn_indexer_kpool.py",
+     "sha256": "2" * 64, "guards": ["persistent_topk"]},
+]  # fmt: skip
+
+
+def test_the_recipes_bind_mounted_files_pinned_by_sha256_provide_the_guard_without_a_manifest():
+    from ansible_collections.sparkfleet.vllm.plugins.filter.vllm_patches import checked_graph_guards
+
+    assert checked_graph_guards([], ["persistent_topk"], False, "gb10", RECIPE_MOUNTS) == ["persistent_topk"]
+    # A mount of one's own without guards provides none: the refusal stands.
+    plain = [{"src": "/opt/mine.py", "dest": "/x.py"}]
+    assert vllm_patches.mount_guard_entries(plain) == []
+
+
+@pytest.mark.parametrize("sha256", [None, "", "abc", "G" * 64])
+def test_a_mount_claiming_a_guard_without_the_files_sha256_is_refused_naming_it(sha256):
+    from ansible.errors import AnsibleFilterError
+
+    from ansible_collections.sparkfleet.vllm.plugins.filter.vllm_patches import checked_graph_guards
+
+    mount = dict(RECIPE_MOUNTS[0], sha256=sha256)
+    with pytest.raises(
+        AnsibleFilterError, match=r"^engine_patch_mounts /opt/recipe/sparse_attn_indexer.py declares guards \['persistent_topk'\] without the sha256"
+    ):
+        checked_graph_guards([], ["persistent_topk"], False, "gb10", [mount])
+
+
 def test_the_profiles_that_run_graphs_on_sm12x_declare_the_guard():
     profiles = yaml.safe_load((REPO / "playbooks/group_vars/all/profiles.yml").read_text())["profiles"]
     assert profiles["gb10"]["enforce_eager"] is False
