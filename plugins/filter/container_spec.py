@@ -11,10 +11,13 @@ from ansible_collections.sparkfleet.vllm.plugins.module_utils import container_s
 from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filter_errors import raising_filter_errors
 
 
-def docker_run_options(profile, shm_size=None):
+def docker_run_options(profile, shm_size=None, ulimits=True):
     profile = profile or {}
     return container_spec.docker_run_options(
-        gpus=bool(profile.get("gpus")), devices=profile.get("devices") or [], ulimits=profile.get("ulimits") or [], shm_size=shm_size
+        gpus=bool(profile.get("gpus")),
+        devices=profile.get("devices") or [],
+        ulimits=(profile.get("ulimits") or []) if ulimits else [],
+        shm_size=shm_size,
     )
 
 
