@@ -1,0 +1,21 @@
+# Copyright: sparkfleet developers
+# Apache License 2.0 (see galaxy.yml)
+"""Filters of the rehearsal (module_utils/rehearsal.py): what Docker made of each rank, and the closing table.
+
+Documented per filter in the YAML files beside this one (ansible-doc -t filter sparkfleet.vllm.NAME).
+"""
+
+from __future__ import annotations
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import rehearsal
+
+
+def rehearsal_table(nodes):
+    return rehearsal.table(rehearsal.node_rows(nodes))
+
+
+class FilterModule:
+    """sparkfleet.vllm rehearsal filters."""
+
+    def filters(self):
+        return {"rehearsed_rank": rehearsal.rank_summary, "rehearsal_facts": rehearsal.node_facts, "rehearsal_table": rehearsal_table}
