@@ -21,7 +21,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 help:
 	@echo "make demo      deploy the engine on the simulated four-Spark cluster (LANE=$(LANE))"
-	@echo "make test      lint + unit + ansible-test sanity (side by side), integration, molecule (create, converge, idempotence, verify, destroy)"
+	@echo "make test      lint + unit + ansible-test sanity (side by side), integration, molecule (create, converge, idempotence, verify, destroy), the gb10 rehearsal"
 	@echo "make sim-up    bring the simulated cluster up;  make sim-down  remove it (images are kept; make clean: not even those)"
 
 demo:
@@ -71,8 +71,11 @@ sanity: $(VENV)/.installed
 integration: $(VENV)/.installed $(VENV)/.vllm-installed | $(COLLECTION_LINK)
 	pytest -q tests/integration
 
+# The default scenario (the cpu profile end to end), then the gb10 rehearsal (molecule/rehearsal), which
+# makes its stand-in of the SM121 image from the cpu image the first left on the head.
 molecule: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK)
 	molecule test
+	molecule test -s rehearsal
 
 sim-up: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK)
 	ansible-playbook -i localhost, molecule/resources/playbooks/sim_up.yml

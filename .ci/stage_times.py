@@ -28,7 +28,8 @@ OWN_TIMES = re.compile(r"^ci-stage (\S+) (start|end) ([0-9.]+)$")
 OWN_NAMES = {"lint": "lint", "unit": "unit", "sanity": "sanity (ansible-test)"}
 # "INFO     default ➜ converge: Executing" (molecule 25); the verifier's own "verify: Executing Testinfra
 # tests ..." line that follows is not a new step.
-MOLECULE_STEP = re.compile(r"\b(dependency|cleanup|destroy|syntax|create|prepare|converge|idempotence|side_effect|verify): Executing\s*$")
+# Another scenario than default names its rows with its name ("molecule rehearsal converge").
+MOLECULE_STEP = re.compile(r"(?:(\S+) ➜ )?\b(dependency|cleanup|destroy|syntax|create|prepare|converge|idempotence|side_effect|verify): Executing\s*$")
 PYTEST_SUMMARY = re.compile(r"^[\s│]*(=+ )?\d+ (passed|failed|errors?|skipped)\b.* in [0-9.]+s")
 
 
@@ -52,7 +53,8 @@ def stages(lines: list[tuple[float, str]], ci_started: float, make_started: floa
                 starts.append((name, stamp))
         step = MOLECULE_STEP.search(text)
         if step and "molecule" in (starts[-1][0] if starts else ""):
-            name = "molecule " + step.group(1)
+            scenario = step.group(1) if step.group(1) not in (None, "default") else ""
+            name = "molecule " + (scenario + " " if scenario else "") + step.group(2)
             # A step is named once per run of it; a second destroy (the last step) is its own row.
             starts.append((name, stamp))
     end = lines[-1][0] if lines else make_started

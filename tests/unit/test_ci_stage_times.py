@@ -51,3 +51,18 @@ def test_a_check_that_never_ended_runs_until_the_last_line():
 
 def test_every_pytest_summary_counts_once():
     assert stage_times.totals(LOG) == {"passed": 617, "failed": 1, "skipped": 0, "error": 0}
+
+
+def test_the_rehearsal_scenario_has_rows_of_its_own():
+    log = [
+        *LOG,
+        (351.0, "molecule test -s rehearsal"),
+        (352.0, "INFO     rehearsal ➜ create: Executing"),
+        (380.0, "INFO     rehearsal ➜ converge: Executing"),
+        (500.0, "INFO     rehearsal ➜ verify: Executing"),
+        (560.0, "  │ 9 passed in 58.00s"),
+    ]
+    rows = dict(stage_times.stages(log, 90.0, 95.0))
+    assert rows["molecule rehearsal converge"] == 120.0
+    assert rows["molecule rehearsal create"] == 28.0
+    assert rows["molecule create"] == 28.0  # the default scenario's rows keep their names

@@ -13,6 +13,17 @@ fi
 # Fresh host keys per node, as on separate machines.
 [ -f /etc/ssh/ssh_host_ed25519_key ] || ssh-keygen -A >/dev/null
 
+# A simulated GB10 (the gb10 rehearsal: SIM_GB10=1) has what the silicon brings that Docker checks: the
+# GPU runtime hook on PATH before dockerd starts (it registers `--gpus` then), and RDMA character devices
+# under /dev/infiniband (uverbs and rdma_cm's numbers), which `--device=/dev/infiniband` passes on.
+if [ "${SIM_GB10:-0}" = 1 ]; then
+  install -m 0755 /opt/sparkfleet-sim/gb10/nvidia-container-runtime-hook /usr/bin/nvidia-container-runtime-hook
+  mkdir -p /dev/infiniband
+  [ -e /dev/infiniband/uverbs0 ] || mknod -m 0666 /dev/infiniband/uverbs0 c 231 192
+  [ -e /dev/infiniband/uverbs1 ] || mknod -m 0666 /dev/infiniband/uverbs1 c 231 193
+  [ -e /dev/infiniband/rdma_cm ] || mknod -m 0666 /dev/infiniband/rdma_cm c 10 58
+fi
+
 # A stale pid file from a previous run of this container keeps dockerd down.
 rm -f /var/run/docker.pid /run/docker/containerd/containerd.pid
 # The node's engine puts its containers (the rank) inside this node's memory

@@ -1,0 +1,151 @@
+"""The gb10 rehearsal on four simulated Sparks as they come (molecule/rehearsal).
+
+Converge ran playbooks/rehearse.yml once, as a user runs it before a first deploy: the gb10 profile's own
+values, a stock user outside the docker group, DGX OS's driver, NVIDIA's version strings, the stand-in for
+the SM121 image pulled by digest. Test doubles stand only where the GB10 is: the GPU runtime hook, the RDMA
+devices, nvidia-smi, the GB10's memory and fabric as files, libnccl.so.2 in the image. Here: what that run
+left on every node, then a second run (nothing changed, the table, the closing line) and what it reported
+of each rank's container.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+INVENTORY = REPO / "molecule/resources/inventory-rehearsal/hosts.yml"
+NODES = ("spark1", "spark2", "spark3", "spark4")
+CONTAINER = "vllm_glm53"
+NCCL = "2.30.7-1+cuda13.3"
+DGX_DRIVER = ("nvidia-driver-580-open", "580.95.05-0ubuntu0.24.04.2")
+PATCH_TARGET = "/opt/vllm/lib/python3.11/site-packages/vllm/model_executor/layers/indexer_topk.py"
+
+
+def _image_reference():
+    return pathlib.Path(os.environ["SIM_REHEARSAL_IMAGE_FILE"]).read_text().strip()
+
+
+@pytest.fixture(scope="module")
+def second_run():
+    """rehearse.yml again, as converge ran it: (return code, stdout, changed per node)."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+    result = subprocess.run(
+        ["ansible-playbook", "-i", str(INVENTORY), str(REPO / "playbooks/rehearse.yml")],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=1200, check=False,
+    )  # fmt: skip
+    recap = dict(re.findall(r"^(spark\d)\s+:\s+ok=\d+\s+changed=(\d+)", result.stdout, re.M))
+    return result.returncode, result.stdout, {node: int(count) for node, count in recap.items()}
+
+
+@pytest.fixture(scope="module")
+def report(second_run):
+    assert second_run[0] == 0, second_run[1][-4000:]
+    return json.loads((REPO / "reports/rehearsal-sparks.json").read_text())
+
+
+# What the first run left on every node.
+
+
+def test_the_deploy_user_was_given_the_docker_group_that_dgx_os_does_not(host):
+    """A stock DGX OS user is not in the docker group: the first run reached Docker through sudo, then added it."""
+    assert "docker" in host.check_output("id -nG nvidia").split()
+
+
+def test_dgx_os_keeps_its_own_driver_and_no_node_rebooted(host):
+    installed = host.package(DGX_DRIVER[0])
+    assert installed.is_installed
+    assert installed.version == DGX_DRIVER[1]
+    assert not host.package("nvidia-open").is_installed  # the CUDA repository's driver never went over DGX OS's
+    assert host.file("/etc/dgx-release").exists
+    assert "Driver Version: 580.95.05" in host.check_output("nvidia-smi")
+
+
+def test_nccl_is_nvidias_published_build_of_the_pinned_release_and_held(host):
+    for package in ("libnccl2", "libnccl-dev"):
+        assert host.package(package).version == NCCL
+    assert {"libnccl2", "libnccl-dev"} <= set(host.check_output("apt-mark showhold").split())
+
+
+def test_the_head_pulled_the_image_by_digest_and_the_workers_got_it_from_the_head(host):
+    """No node pulled by tag on its own (the idle checks never pull): the head's image carries the registry's
+    digest, the workers' the head's ID and no registry digest (docker load through the fan-out)."""
+    name, digest = _image_reference().split("@")
+    image = json.loads(host.check_output(f"sudo docker image inspect {name}"))[0]
+    if host.backend.hostname == "spark1":
+        assert f"{name.rsplit(':', 1)[0]}@{digest}" in image["RepoDigests"]
+    else:
+        assert image["RepoDigests"] == [], image["RepoDigests"]
+    head_id = subprocess.run(["docker", "exec", "spark1", "docker", "image", "inspect", "-f", "{{.Id}}", name], capture_output=True, text=True, check=True)
+    assert image["Id"] == head_id.stdout.strip()
+
+
+def test_the_images_nccl_is_what_its_library_answers(host):
+    name = _image_reference().split("@")[0]
+    image_id = host.check_output(f"sudo docker image inspect -f '{{{{.Id}}}}' {name}").split(":")[-1]
+    probe = json.loads(host.check_output(f"sudo cat /opt/sparkfleet/image-nccl-{image_id}.json"))
+    assert probe["nccl"] == "2.30.7", probe  # ncclGetVersion of the wheel's libnccl.so.2 (the double)
+    assert probe["torch_nccl"] is None  # this torch was built without NCCL: torch's constant would have refused the image
+    assert probe["packages"] == {"nvidia-nccl-cu13": "2.30.7"}
+
+
+def test_dockerd_gave_a_container_the_gpu_through_the_runtime_hook(host):
+    """The rehearsal's device check started a container with `--gpus=all --device=/dev/infiniband`: dockerd had
+    registered its GPU driver (the hook double on its PATH) and runc called the hook as the prestart hook."""
+    log = host.file("/var/log/nvidia-container-runtime-hook.log")
+    assert log.exists
+    assert [line for line in log.content_string.splitlines() if " prestart " in f" {line} "]
+
+
+def test_no_rank_is_left_and_none_ever_started(host):
+    names = host.check_output("sudo docker ps -a --format '{{.Names}}'").split()
+    assert not [name for name in names if name.startswith(CONTAINER)], names
+
+
+# The second run, and what it reported.
+
+
+def test_a_second_rehearsal_changes_nothing(second_run):
+    rc, out, changed = second_run
+    assert rc == 0, out[-4000:]
+    assert changed == dict.fromkeys(NODES, 0), changed
+
+
+def test_the_rehearsal_ends_with_every_node_ready_and_names_what_it_did_not_run(second_run, report):
+    folded = " ".join(second_run[1].split())
+    assert "Not run by this rehearsal: the start of the ranks (site.yml launches them; a rehearsal never starts one);" in folded, folded[-3000:]
+    assert "what the clock burn and the all-reduce measure" in folded
+    header, *rows = report["table"]
+    assert header.split() == ["node", "rank", "driver", "nccl", "image", "container", "verdict"]
+    assert [row.split()[0] for row in rows] == list(NODES)
+    for row in rows:
+        assert f"580.95.05 (DGX OS, {DGX_DRIVER[0]} {DGX_DRIVER[1]})  {NCCL}" in row, row
+        assert row.endswith("gpus nvidia:all, /dev/infiniband, memlock=-1:-1, shm 10 GiB  ready"), row
+
+
+def test_every_rank_was_created_with_the_gb10_container_spec(report):
+    ranks = {node: facts["rank_container"] for node, facts in report["nodes"].items()}
+    assert sorted(ranks) == list(NODES)
+    image_id = None
+    for node, rank in ranks.items():
+        assert rank["state"] == "created", (node, rank["state"])  # made, never started
+        assert rank["gpus"] == [{"driver": "nvidia", "count": -1, "capabilities": [["gpu"]]}]
+        assert rank["devices"] == ["/dev/infiniband"]
+        assert rank["ulimits"] == ["memlock=-1:-1"]
+        assert rank["shm_size"] == 10 * 1024**3
+        assert (rank["ipc_mode"], rank["network_mode"], rank["cap_add"]) == ("host", "host", ["IPC_LOCK"])
+        assert "/var/tmp/models/glm53-flash-fp8:/model:ro" in rank["binds"]
+        assert any(bind.endswith(f":{PATCH_TARGET}:ro") for bind in rank["binds"]), rank["binds"]  # the SM12x guard
+        assert {"NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "TORCH_CUDA_ARCH_LIST", "VLLM_HOST_IP"} <= set(rank["env_names"])
+        argv = rank["argv"]
+        assert argv[argv.index("--kv-cache-dtype") + 1] == "fp8_e4m3"
+        assert argv[argv.index("--block-size") + 1] == "2304"
+        assert ("--headless" in argv) == (node != "spark1")
+        assert image_id in (None, rank["image"])
+        image_id = rank["image"]
+    assert report["not_run"][0].startswith("the start of the ranks")
