@@ -220,7 +220,7 @@ def test_mixed_drivers_on_dgx_os_nodes_install_nothing_reboot_nothing_and_name_e
         with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:  # both only read before they refuse
             runs = list(pool.map(lambda extra: _host_playbook(*extra), ([], ["-e", "nvidia_driver_allow_downgrade=true"])))
         assert _snapshot() == before
-        table = ", ".join(f"{node} {version.split('-')[0]} (DGX OS, {DGX_OS_DRIVER} {version})" for node, version in versions.items())
+        table = ", ".join(f"{node} {version.split('-', maxsplit=1)[0]} (DGX OS, {DGX_OS_DRIVER} {version})" for node, version in versions.items())
         for rc, out, _unused in runs:
             assert rc != 0
             assert f"The nodes run {table}." in out, out[-3000:]

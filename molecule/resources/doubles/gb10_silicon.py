@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """TEST DOUBLE: what a GB10's silicon shows the collection's checks, written as files for one simulated Spark.
 
 The gb10 rehearsal's nodes run the gb10 profile's own checks; a container has neither a GB10's unified memory
