@@ -124,6 +124,18 @@ def test_the_nccl_probe_names_the_library_torch_loaded_and_its_sha256():
     assert (as_file["library"]["sha256"], as_file["library"]["path"]) == (digest, path)
 
 
+def test_the_probe_asks_the_real_library_it_names_for_its_version():
+    """The probe as it is now, on one H200 (device, 2026-12-03; the same torch 2.11.0+cu130): ncclGetVersion of the
+    mapped libnccl.so.2 (NVIDIA's, from the nvidia-nccl-cu13 wheel) decodes to the wheel's version, the same file and
+    bytes the earlier recording named. (That torch was built against the same NCCL: the two agree there; the unit
+    tests with a library double show them differing.)"""
+    found = json.loads((PROBE_RUN / "probe-ncclgetversion.json").read_text())
+    earlier = json.loads((PROBE_RUN / "probe.json").read_text())
+    assert found["nccl"] == "2.28.9" == found["packages"]["nvidia-nccl-cu13"]
+    assert found["torch_nccl"] == "2.28.9"
+    assert found["library"]["sha256"] == earlier["library"]["sha256"]
+
+
 def test_the_nccl_probe_on_a_cpu_torch_reports_no_nccl_and_no_library():
     """The same probe against the venv's torch (vLLM's CPU build, as in the cpu engine image): nothing to report."""
     torch_found = importlib.util.find_spec("torch") is not None
