@@ -200,37 +200,6 @@ def test_driver_drift_on_one_node_is_healed_by_a_rerun():
     assert f"Driver Version: {DRIVER}" in _sh("spark4", SMI)
 
 
-DGX_OS_DRIVER = "nvidia-driver-580-open"
-DGX_RELEASE = 'DGX_NAME="DGX Spark"\nDGX_PRETTY_NAME="NVIDIA DGX Spark"\nDGX_SWBUILD_VERSION="7.2.3"\n'
-
-
-def test_mixed_drivers_on_dgx_os_nodes_install_nothing_reboot_nothing_and_name_every_node():
-    """The nodes marked as DGX OS marks a Spark (/etc/dgx-release, Canonical's nvidia-driver-580-open installed by
-    apt from the stand-in repository), spark2 come back from an update with a newer driver (seen on real GB10
-    pairs). Downgrades allowed or not, no CUDA-repository driver goes over DGX OS's and no node reboots: the run
-    stops naming every node's version and DGX OS's own update, every node's state hash unchanged."""
-    older, newer = "580.95.05-0ubuntu0.24.04.2", "580.126.09-0ubuntu0.24.04.1"
-    versions = {"spark1": older, "spark2": newer, "spark3": older, "spark4": older}
-    apt_get = "DEBIAN_FRONTEND=noninteractive apt-get -qq -y"
-    try:
-        for node, version in versions.items():
-            _sh(node, f"printf '{DGX_RELEASE}' > /etc/dgx-release && {apt_get} install {DGX_OS_DRIVER}={version} >/dev/null")
-        _sh("spark2", "echo 580.126.09 > /var/lib/sparkfleet-sim/loaded-driver")
-        before = _snapshot()
-        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:  # both only read before they refuse
-            runs = list(pool.map(lambda extra: _host_playbook(*extra), ([], ["-e", "nvidia_driver_allow_downgrade=true"])))
-        assert _snapshot() == before
-        table = ", ".join(f"{node} {version.split('-', maxsplit=1)[0]} (DGX OS, {DGX_OS_DRIVER} {version})" for node, version in versions.items())
-        for rc, out, _unused in runs:
-            assert rc != 0
-            assert f"The nodes run {table}." in out, out[-3000:]
-            assert "this role never replaces them nor reboots for them, and nothing was changed." in out, out[-3000:]
-            assert "Update DGX OS on those nodes the way NVIDIA's DGX Spark User Guide documents" in out, out[-3000:]
-    finally:
-        for node in NODES:
-            _sh(node, f"rm -f /etc/dgx-release && {apt_get} purge {DGX_OS_DRIVER} >/dev/null; echo {DRIVER} > /var/lib/sparkfleet-sim/loaded-driver")
-
-
 BAD_INPUT = {
     "driver below the minimum, installs forbidden": (
         ["-e", "nvidia_driver_min_version=580.126", "-e", "nvidia_driver_version=580.126.09", "-e", "nvidia_driver_install=false"],

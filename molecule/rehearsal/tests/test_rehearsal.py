@@ -149,3 +149,55 @@ def test_every_rank_was_created_with_the_gb10_container_spec(report):
         assert image_id in (None, rank["image"])
         image_id = rank["image"]
     assert report["not_run"][0].startswith("the start of the ranks")
+
+
+# DGX OS owns the driver: a node that needs another stops the run, nothing installed, nothing rebooted.
+
+
+def _node(name, command):
+    return subprocess.run(["docker", "exec", name, "sh", "-c", command], capture_output=True, text=True, check=True).stdout
+
+
+def _snapshot():
+    """What the host roles may change on every node, hashed: packages and selections, apt, Docker, the loaded
+    driver and the boot id (a reboot writes a new one)."""
+    command = (
+        "dpkg-query -W -f '${Package} ${Version} ${Status}\\n' | sha256sum; apt-mark showhold;"
+        " find /etc/apt /etc/docker /opt/sparkfleet -type f -exec sha256sum {} + 2>/dev/null | sort;"
+        " cat /var/lib/sparkfleet-sim/loaded-driver /var/lib/sparkfleet-sim/boot-id"
+    )
+    return {node: _node(node, command) for node in NODES}
+
+
+def _host_playbook(*extra):
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+    result = subprocess.run(
+        ["ansible-playbook", "-i", str(INVENTORY), str(REPO / "playbooks/host.yml"), *extra],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    return result.returncode, " ".join(result.stdout.split())
+
+
+def test_mixed_drivers_on_dgx_os_install_nothing_reboot_nothing_and_name_every_node(second_run):
+    """spark2 comes back from a DGX OS update on a newer driver (seen on real GB10 pairs). By default the others
+    would go up to it, with downgrades allowed spark2 down to the pin: on DGX OS neither happens. The run stops
+    before any change, naming every node's version and package and DGX OS's own update; every node's state hash
+    is unchanged (no package, no reboot)."""
+    newer = "580.126.09-0ubuntu0.24.04.1"
+    apt_get = "DEBIAN_FRONTEND=noninteractive apt-get -qq -y --allow-downgrades"
+    try:
+        _node("spark2", f"{apt_get} install {DGX_DRIVER[0]}={newer} >/dev/null && /opt/sparkfleet-sim/bin/sim-reboot")
+        before = _snapshot()
+        runs = {"default": _host_playbook(), "downgrades allowed": _host_playbook("-e", "nvidia_driver_allow_downgrade=true")}
+        assert _snapshot() == before
+        versions = {"spark1": DGX_DRIVER[1], "spark2": newer, "spark3": DGX_DRIVER[1], "spark4": DGX_DRIVER[1]}
+        table = ", ".join(f"{node} {version.split('-', maxsplit=1)[0]} (DGX OS, {DGX_DRIVER[0]} {version})" for node, version in versions.items())
+        for case, owned in (("default", "spark1, spark3, spark4"), ("downgrades allowed", "spark2")):
+            rc, out = runs[case]
+            assert rc != 0, case
+            assert f"The nodes run {table}." in out, (case, out[-3000:])
+            assert f"DGX OS owns the driver on {owned} (Canonical-signed packages, Secure Boot)" in out, (case, out[-3000:])
+            assert "this role never replaces them nor reboots for them, and nothing was changed." in out
+            assert "Update DGX OS on those nodes the way NVIDIA's DGX Spark User Guide documents" in out
+    finally:
+        _node("spark2", f"{apt_get} install {DGX_DRIVER[0]}={DGX_DRIVER[1]} >/dev/null && /opt/sparkfleet-sim/bin/sim-reboot")
