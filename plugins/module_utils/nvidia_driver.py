@@ -118,7 +118,9 @@ def plan(loaded, minimum, target, installs_allowed=True, available=None, allow_d
             f"Pin it (nvidia_driver_version: {version}) once the repository has it, or bring every node to {target}, "
             f"downgrades and reboots included (nvidia_driver_allow_downgrade: true)."
         )
-    owned_needing = sorted(set(install) & set(os_owned or {}))
+    # A node whose OS does not own its driver may come as None or "" (Ansible renders an empty template as None).
+    os_owned = {node: owner for node, owner in (os_owned or {}).items() if owner}
+    owned_needing = sorted(set(install) & set(os_owned))
     if owned_needing:
         table = ", ".join(f"{node} {loaded.get(node) or 'no driver loaded'}" + (f" ({os_owned[node]})" if node in os_owned else "") for node in sorted(loaded))
         reasons = "; ".join(f"{node}: {install[node]}" for node in owned_needing)

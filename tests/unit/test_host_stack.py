@@ -429,3 +429,10 @@ def test_a_node_not_owned_by_dgx_os_beside_dgx_os_ones_still_gets_the_driver():
     """A GB10 twin on plain Ubuntu beside DGX OS Sparks: it alone is brought to the cluster's driver."""
     plan = nvidia_driver.plan({"s1": "580.95.05", "s2": "580.95.05", "s4": None}, "580.95", "580.95.05", os_owned={"s1": "x", "s2": "x"})
     assert plan == {"install": {"s4": "no driver answers"}, "version": "580.95.05", "problems": []}
+
+
+def test_nodes_whose_os_does_not_own_the_driver_are_not_taken_for_dgx_os_however_they_come():
+    """The role renders "" for a node without /etc/dgx-release, which Ansible 2.19 passes on as None."""
+    for owner in (None, ""):
+        plan = nvidia_driver.plan({"s1": None, "s2": None}, "580.95", "580.95.05", os_owned={"s1": owner, "s2": owner})
+        assert plan == {"install": {"s1": "no driver answers", "s2": "no driver answers"}, "version": "580.95.05", "problems": []}
