@@ -32,4 +32,5 @@ class FilterModule:
             "redact_argv": _wrap(serve_args.redact_argv),
             "redact_env": _wrap(serve_args.redact_env),
             "checked_gmu": _wrap(gpu_memory.check_gmu),
+            "serve_flag_variables": _wrap(serve_args.flag_variables),
         }

@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 # Settings whose secret values must never be shown (argv printed to users).
 SECRET_FLAGS = frozenset({"--api-key"})
@@ -141,38 +143,85 @@ def _flag(argv, name, value):
     argv.extend([f"--{name}", str(value)])
 
 
+class Flag(NamedTuple):
+    """One vLLM flag serve_argv renders: where its value comes from and how it becomes argv."""
+
+    flag: str  # vLLM's name, without the dashes
+    key: str  # its key in serve_argv's settings, or of the values serve_argv computes (the lane, the rank's place)
+    owner: str  # what a user sets to change it: the engine role's variable, or where the value comes from
+    render: Callable[[Any], Any] = lambda value: value  # the value -> argv: None, False or "" omit the flag, True is bare
+    default: Any = None  # when the settings do not carry the key
+
+
+def _bare(value):
+    return bool(value)
+
+
+def _unless_auto(value):
+    return None if value in (None, "auto") else value
+
+
+_LANE = "the lane (-e lane=..., lanes / lane_overrides)"
+
+# The flag table: one row per flag, in the argv's order (the recipe's); the engine's extra args go between
+# the settings' flags and the rank's place. A row whose owner is an engine_* variable is a setting of the
+# engine role (roles/engine/defaults/main.yml and its argument_specs, checked by a unit test); the render
+# passes every one of them (filter serve_flag_variables). Adding a flag is a row here and a default there.
+FLAGS = (
+    Flag("served-model-name", "served_model_name", "engine_served_model_name"),
+    Flag("host", "host", "engine_api_host", default="0.0.0.0"),
+    Flag("port", "port", "engine_port", default=8000),
+    Flag("trust-remote-code", "trust_remote_code", "engine_trust_remote_code", _bare),
+    Flag("dtype", "dtype", "engine_dtype", _unless_auto),
+    Flag("load-format", "load_format", "engine_load_format", _unless_auto),
+    Flag("reasoning-parser", "reasoning_parser", "engine_reasoning_parser"),
+    Flag("tool-call-parser", "tool_call_parser", "engine_tool_call_parser"),
+    Flag("enable-auto-tool-choice", "enable_auto_tool_choice", "engine_enable_auto_tool_choice", _bare),
+    Flag("speculative-config", "mtp_num_speculative_tokens", "engine_mtp_num_speculative_tokens", speculative_config),
+    Flag("tensor-parallel-size", "tensor_parallel", "engine_tensor_parallel_size (the engine group's nodes x engine_gpus_per_node)"),
+    Flag("pipeline-parallel-size", "pipeline_parallel", "engine_pipeline_parallel_size"),
+    Flag("max-model-len", "max_model_len", _LANE),
+    Flag("max-num-seqs", "max_num_seqs", _LANE),
+    Flag("max-num-batched-tokens", "max_num_batched_tokens", "engine_max_num_batched_tokens"),
+    Flag("gpu-memory-utilization", "gpu_memory_utilization", "engine_gpu_memory_utilization"),
+    # Sized by the role from gmu x the node's memory where the engine itself would read the host's
+    # (vLLM's CPU build reads libnuma's node, not the node's memory cgroup).
+    Flag("kv-cache-memory-bytes", "kv_cache_memory_bytes", "engine_kv_cache_memory_bytes (the profile's kv_cache_from_gmu)"),
+    Flag("block-size", "block_size", "engine_block_size"),
+    Flag("kv-cache-dtype", "kv_cache_dtype", "engine_kv_cache_dtype", _unless_auto),
+    Flag("async-scheduling", "async_scheduling", "engine_async_scheduling", _bare),
+    Flag("enforce-eager", "enforce_eager", "engine_enforce_eager", _bare),
+    Flag("distributed-executor-backend", "distributed_executor_backend", "engine_distributed_executor_backend", default="mp"),
+    # The rank's place in the engine comes last, as in the recipe.
+    Flag("nnodes", "nnodes", "the engine group in the inventory"),
+    Flag("node-rank", "node_rank", "the node's place in the engine group (the inventory)"),
+    Flag("master-addr", "master_addr", "the head's fabric address (engine_fabric_address / ansible_host)"),
+    Flag("master-port", "master_port", "engine_master_port"),
+    Flag("headless", "headless", "the rank (every worker is headless, the head is not)", _bare),
+)
+_PLACE = ("nnodes", "node-rank", "master-addr", "master-port", "headless")
+# The keys serve_argv computes rather than takes from the settings.
+_COMPUTED = {"tensor_parallel", "pipeline_parallel", "max_model_len", "max_num_seqs", "nnodes", "node_rank", "master_addr", "master_port", "headless"}
+# The settings serve_argv takes besides the flags' own: the model, the GPUs per node, the extra args.
+OTHER_SETTINGS = {
+    "model_path": "engine_model_path",
+    "gpus_per_node": "engine_gpus_per_node",
+    "tensor_parallel_size": "engine_tensor_parallel_size",
+    "pipeline_parallel_size": "engine_pipeline_parallel_size",
+}
 # Who sets each flag that serve_argv renders: an extra arg may not set it again (argparse keeps the
 # last value, silently). Booleans are owned even when not rendered (their setting said false).
-FLAG_OWNERS = {
-    "served-model-name": "engine_served_model_name",
-    "host": "engine_api_host",
-    "port": "engine_port",
-    "trust-remote-code": "engine_trust_remote_code",
-    "dtype": "engine_dtype",
-    "load-format": "engine_load_format",
-    "reasoning-parser": "engine_reasoning_parser",
-    "tool-call-parser": "engine_tool_call_parser",
-    "enable-auto-tool-choice": "engine_enable_auto_tool_choice",
-    "speculative-config": "engine_mtp_num_speculative_tokens",
-    "tensor-parallel-size": "engine_tensor_parallel_size (the engine group's nodes x engine_gpus_per_node)",
-    "pipeline-parallel-size": "engine_pipeline_parallel_size",
-    "max-model-len": "the lane (-e lane=..., lanes / lane_overrides)",
-    "max-num-seqs": "the lane (-e lane=..., lanes / lane_overrides)",
-    "max-num-batched-tokens": "engine_max_num_batched_tokens",
-    "gpu-memory-utilization": "engine_gpu_memory_utilization",
-    "kv-cache-memory-bytes": "engine_kv_cache_memory_bytes (the profile's kv_cache_from_gmu)",
-    "block-size": "engine_block_size",
-    "kv-cache-dtype": "engine_kv_cache_dtype",
-    "async-scheduling": "engine_async_scheduling",
-    "enforce-eager": "engine_enforce_eager",
-    "distributed-executor-backend": "engine_distributed_executor_backend",
-    "nnodes": "the engine group in the inventory",
-    "node-rank": "the node's place in the engine group (the inventory)",
-    "master-addr": "the head's fabric address (engine_fabric_address / ansible_host)",
-    "master-port": "engine_master_port",
-    "headless": "the rank (every worker is headless, the head is not)",
-}
-BOOLEAN_FLAGS = {"trust-remote-code", "enable-auto-tool-choice", "async-scheduling", "enforce-eager", "headless"}
+FLAG_OWNERS = {row.flag: row.owner for row in FLAGS}
+BOOLEAN_FLAGS = {row.flag for row in FLAGS if row.render is _bare}
+
+
+def flag_variables(role="engine"):
+    """Settings key -> the role's variable, for every setting the role's render passes to serve_argv."""
+    variables = {**{row.key: row.owner.split(" ")[0] for row in FLAGS if row.key not in _COMPUTED}, **OTHER_SETTINGS}
+    strangers = sorted(variable for variable in variables.values() if not variable.startswith(f"{role}_"))
+    if strangers:
+        raise ServeArgsError(f"The flag table's settings {', '.join(strangers)} are not variables of role {role!r}.")
+    return variables
 
 
 def _flag_name(item):
@@ -218,42 +267,27 @@ def serve_argv(settings, lane, rank, nnodes, master_addr, master_port):
     pp = settings.get("pipeline_parallel_size") or 1
     tp = tensor_parallel_size(settings.get("tensor_parallel_size"), nodes, settings.get("gpus_per_node", 1), pp)
 
+    values = {
+        **{row.key: settings.get(row.key, row.default) for row in FLAGS if row.key not in _COMPUTED},
+        "tensor_parallel": tp,
+        "pipeline_parallel": pp,
+        "max_model_len": lane["max_model_len"],
+        "max_num_seqs": lane["max_num_seqs"],
+        "nnodes": nodes,
+        "node_rank": node_rank,
+        "master_addr": master_addr,
+        "master_port": master_port,
+        "headless": node_rank > 0,
+    }
     argv = ["vllm", "serve", str(settings["model_path"])]
-    _flag(argv, "served-model-name", settings.get("served_model_name"))
-    _flag(argv, "host", settings.get("host", "0.0.0.0"))
-    _flag(argv, "port", settings.get("port", 8000))
-    _flag(argv, "trust-remote-code", bool(settings.get("trust_remote_code")))
-    _flag(argv, "dtype", None if settings.get("dtype") in (None, "auto") else settings["dtype"])
-    _flag(argv, "load-format", None if settings.get("load_format") in (None, "auto") else settings["load_format"])
-    _flag(argv, "reasoning-parser", settings.get("reasoning_parser"))
-    _flag(argv, "tool-call-parser", settings.get("tool_call_parser"))
-    _flag(argv, "enable-auto-tool-choice", bool(settings.get("enable_auto_tool_choice")))
-    _flag(argv, "speculative-config", speculative_config(settings.get("mtp_num_speculative_tokens")))
-    _flag(argv, "tensor-parallel-size", tp)
-    _flag(argv, "pipeline-parallel-size", pp)
-    _flag(argv, "max-model-len", lane["max_model_len"])
-    _flag(argv, "max-num-seqs", lane["max_num_seqs"])
-    _flag(argv, "max-num-batched-tokens", settings.get("max_num_batched_tokens"))
-    _flag(argv, "gpu-memory-utilization", settings.get("gpu_memory_utilization"))
-    # Sized by the role from gmu x the node's memory where the engine itself would read the host's
-    # (vLLM's CPU build reads libnuma's node, not the node's memory cgroup).
-    _flag(argv, "kv-cache-memory-bytes", settings.get("kv_cache_memory_bytes"))
-    _flag(argv, "block-size", settings.get("block_size"))
-    _flag(argv, "kv-cache-dtype", None if settings.get("kv_cache_dtype") in (None, "auto") else settings["kv_cache_dtype"])
-    _flag(argv, "async-scheduling", bool(settings.get("async_scheduling")))
-    _flag(argv, "enforce-eager", bool(settings.get("enforce_eager")))
-    _flag(argv, "distributed-executor-backend", settings.get("distributed_executor_backend", "mp"))
-    extra = settings.get("extra_args") or []
-    if isinstance(extra, str) or not all(isinstance(item, (str, int, float)) for item in extra):
-        raise ServeArgsError(f"engine_extra_args must be a list of strings (one argv item each), got {extra!r}.")
-    _refuse_owned_flags(extra, [*argv, "--nnodes", "--node-rank", "--master-addr", "--master-port"])
-    argv.extend(str(item) for item in extra)
-    # The rank's place in the engine comes last, as in the recipe.
-    _flag(argv, "nnodes", nodes)
-    _flag(argv, "node-rank", node_rank)
-    _flag(argv, "master-addr", master_addr)
-    _flag(argv, "master-port", master_port)
-    _flag(argv, "headless", node_rank > 0)
+    for row in FLAGS:
+        if row.flag == _PLACE[0]:
+            extra = settings.get("extra_args") or []
+            if isinstance(extra, str) or not all(isinstance(item, (str, int, float)) for item in extra):
+                raise ServeArgsError(f"engine_extra_args must be a list of strings (one argv item each), got {extra!r}.")
+            _refuse_owned_flags(extra, [*argv, *(f"--{flag}" for flag in _PLACE[:4])])
+            argv.extend(str(item) for item in extra)
+        _flag(argv, row.flag, row.render(values[row.key]))
     return argv
 
 
@@ -296,7 +330,7 @@ def accepted_argv_sets(verdict):
     return [name for name, ranks in ((verdict or {}).get("sets") or {}).items() if not any(rank.get("error") for rank in ranks)]
 
 
-def _argv_lines(argv):
+def argv_lines(argv):
     """argv as one line per flag with its value (``vllm serve MODEL`` first), for a readable diff."""
     lines, words = [], [str(word) for word in argv or []]
     for word in words:
@@ -327,7 +361,7 @@ def rank_restart_diff(running, wanted):
         env = {key: value for key, value in as_dict(side.get("env")).items() if key in keys}
         shown = redact_env(env)
         return (
-            _argv_lines(redact_argv(side.get("argv")))
+            argv_lines(redact_argv(side.get("argv")))
             + [f"image {side.get('image') or '(none)'}"]
             + [f"mount {volume}" for volume in sorted(side.get("volumes") or [])]
             + [f"{key}={shown[key]}" for key in sorted(shown)]

@@ -293,3 +293,32 @@ def test_the_dry_runs_diff_names_the_flags_variables_image_and_mounts_that_chang
     assert not [line for line in diff if "sk-" in line]  # the key changed, its values are never shown
     same = {**wanted, "argv": list(wanted["argv"])}
     assert sa.rank_restart_diff(same, wanted) == []
+
+
+# --- the flag table --------------------------------------------------------------------------------------------
+
+
+ENGINE_DEFAULTS = yaml.safe_load((REPO / "roles/engine/defaults/main.yml").read_text())
+ENGINE_OPTIONS = yaml.safe_load((REPO / "roles/engine/meta/argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
+
+
+def test_the_flag_table_is_the_argv_the_owners_and_the_settings():
+    argv = sa.serve_argv(settings_for("gb10"), LANES["500k"], 1, 4, HEAD, 29500)
+    rendered = [item[2:] for item in argv if item.startswith("--")]
+    table = [row.flag for row in sa.FLAGS]
+    assert rendered == [flag for flag in table if flag in rendered]  # the argv follows the table's order
+    assert set(sa.FLAG_OWNERS) == set(table)
+    assert {"trust-remote-code", "enable-auto-tool-choice", "async-scheduling", "enforce-eager", "headless"} == sa.BOOLEAN_FLAGS
+    assert sa.flag_variables()["dtype"] == "engine_dtype"
+    assert sa.flag_variables()["host"] == "engine_api_host"
+
+
+@pytest.mark.parametrize("variable", sorted(set(sa.flag_variables().values())))
+def test_every_setting_of_the_flag_table_has_a_default_and_an_option_of_the_engine_role(variable):
+    assert variable in ENGINE_DEFAULTS, f"add {variable} to roles/engine/defaults/main.yml"
+    assert variable in ENGINE_OPTIONS, f"document {variable} in roles/engine/meta/argument_specs.yml (main)"
+
+
+def test_a_row_naming_another_roles_variable_is_refused():
+    with pytest.raises(sa.ServeArgsError, match=r"are not variables of role 'preflight'"):
+        sa.flag_variables("preflight")
