@@ -7,27 +7,17 @@ Documented per filter in the YAML files beside this one (ansible-doc -t filter s
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import bench_answer
-
-
-def answer_key(launch_record):
-    try:
-        return bench_answer.answer_key(launch_record)
-    except bench_answer.AnswerCheckError as error:
-        raise AnsibleFilterError(str(error)) from error
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filter_errors import as_filters
 
 
 def answer_verdict(answer, expect_contains="", recorded=None, key="", now=""):
-    try:
-        return bench_answer.verdict(answer, expect_contains or "", recorded, key or "", now or "")
-    except bench_answer.AnswerCheckError as error:
-        raise AnsibleFilterError(str(error)) from error
+    """The exact answer's verdict (module_utils/bench_answer.verdict)."""
+    return bench_answer.verdict(answer, expect_contains or "", recorded, key or "", now or "")
 
 
 class FilterModule:
     """sparkfleet.vllm exact-answer filters."""
 
     def filters(self):
-        return {"answer_key": answer_key, "answer_verdict": answer_verdict}
+        return as_filters({"answer_key": bench_answer.answer_key, "answer_verdict": answer_verdict})

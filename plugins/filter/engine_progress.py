@@ -7,20 +7,22 @@ Documented in the YAML file beside this one (ansible-doc -t filter sparkfleet.vl
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import engine_progress as progress
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filter_errors import as_filters
 
 
 def engine_progress(pages, window_s):
-    try:
-        return progress.engine_progress([str(page or "") for page in pages], float(window_s))
-    except (TypeError, ValueError) as error:
-        raise AnsibleFilterError(f"engine_progress: give a list of /metrics pages and the seconds between them ({error})") from None
+    """Busy or wedged (module_utils/engine_progress.engine_progress)."""
+    return progress.engine_progress([str(page or "") for page in pages], float(window_s))
 
 
 class FilterModule:
     """sparkfleet.vllm engine progress filter."""
 
     def filters(self):
-        return {"engine_progress": engine_progress}
+        return as_filters(
+            {"engine_progress": engine_progress},
+            TypeError,
+            ValueError,
+            describe=lambda error: f"engine_progress: give a list of /metrics pages and the seconds between them ({error})",
+        )

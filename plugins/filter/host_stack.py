@@ -7,41 +7,18 @@ Documented per filter in the YAML files beside this one (ansible-doc -t filter s
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import dpkg, nccl_pin, nvidia_driver
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filter_errors import as_filters
 
 
 def driver_plan(loaded, minimum, target, installs_allowed=True, available=None, allow_downgrade=False, os_owned=None):
-    try:
-        return nvidia_driver.plan(loaded, minimum, target, installs_allowed, available=available, allow_downgrade=allow_downgrade, os_owned=os_owned)
-    except nvidia_driver.DriverPolicyError as error:
-        raise AnsibleFilterError(str(error)) from error
-
-
-def dpkg_installed(query_output):
-    try:
-        return dpkg.installed_versions(query_output)
-    except ValueError as error:
-        raise AnsibleFilterError(str(error)) from error
-
-
-def dpkg_held(query_output):
-    try:
-        return dpkg.held_packages(query_output)
-    except ValueError as error:
-        raise AnsibleFilterError(str(error)) from error
-
-
-def nccl_conf(settings):
-    try:
-        return nccl_pin.nccl_conf(settings)
-    except ValueError as error:
-        raise AnsibleFilterError(str(error)) from error
+    """The cluster's driver plan (module_utils/nvidia_driver.plan)."""
+    return nvidia_driver.plan(loaded, minimum, target, installs_allowed, available=available, allow_downgrade=allow_downgrade, os_owned=os_owned)
 
 
 def nccl_resolved_version(madison_output, pin, cuda_major):
-    # A refusal is returned, not raised: the role's own task fails with it, so our sentence is the first line.
+    """The repository's build of the pinned release; a refusal is returned, not raised: the role's own task fails
+    with it, so our sentence is the first line."""
     try:
         return {"version": nccl_pin.resolve_version(pin, nccl_pin.offered_versions(madison_output), cuda_major), "problem": ""}
     except nccl_pin.NcclPinError as error:
@@ -52,16 +29,18 @@ class FilterModule:
     """sparkfleet.vllm host-stack filters."""
 
     def filters(self):
-        return {
-            "driver_plan": driver_plan,
-            "dpkg_query_argv": dpkg.query_argv,
-            "dpkg_installed": dpkg_installed,
-            "dpkg_held": dpkg_held,
-            "apt_simulation": nccl_pin.parse_apt_simulation,
-            "nccl_problems": nccl_pin.problems,
-            "nccl_other_version_report": nccl_pin.other_version_report,
-            "nccl_conf": nccl_conf,
-            "nccl_resolved_version": nccl_resolved_version,
-            "upstream_version": nvidia_driver.upstream_version,
-            "driver_versions_offered": nvidia_driver.available_versions,
-        }
+        return as_filters(
+            {
+                "driver_plan": driver_plan,
+                "dpkg_query_argv": dpkg.query_argv,
+                "dpkg_installed": dpkg.installed_versions,
+                "dpkg_held": dpkg.held_packages,
+                "apt_simulation": nccl_pin.parse_apt_simulation,
+                "nccl_problems": nccl_pin.problems,
+                "nccl_other_version_report": nccl_pin.other_version_report,
+                "nccl_conf": nccl_pin.nccl_conf,
+                "nccl_resolved_version": nccl_resolved_version,
+                "upstream_version": nvidia_driver.upstream_version,
+                "driver_versions_offered": nvidia_driver.available_versions,
+            }
+        )

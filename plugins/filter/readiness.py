@@ -7,20 +7,18 @@ Documented per filter in the YAML files beside this one (ansible-doc -t filter s
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.sparkfleet.vllm.plugins.module_utils.readiness import format_timeline
-
-
-def readiness_table(timeline):
-    try:
-        return format_timeline(timeline)
-    except (KeyError, TypeError, ValueError) as error:
-        raise AnsibleFilterError(f"readiness_table: not a readiness timeline ({error}); it is written by engine_timeline") from None
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filter_errors import as_filters
 
 
 class FilterModule:
     """sparkfleet.vllm readiness filters."""
 
     def filters(self):
-        return {"readiness_table": readiness_table}
+        return as_filters(
+            {"readiness_table": format_timeline},
+            KeyError,
+            TypeError,
+            ValueError,
+            describe=lambda error: f"readiness_table: not a readiness timeline ({error}); it is written by engine_timeline",
+        )

@@ -8,37 +8,32 @@ from __future__ import annotations
 import os
 
 import yaml
-from ansible.errors import AnsibleFilterError
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import vllm_patches
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filter_errors import raising_filter_errors
 
 
 def selected_patches(names, patches_dir):
-    try:
-        with open(os.path.join(patches_dir, "manifest.yml"), encoding="utf-8") as handle:
-            manifest = yaml.safe_load(handle)
-        texts = {}
-        for entry in (manifest or {}).get("patches") or []:
-            for kind in vllm_patches.KINDS:
-                path = os.path.join(patches_dir, str(entry.get(kind) or ""))
-                if entry.get("name") in names and entry.get(kind) and os.path.isfile(path):
-                    with open(path, encoding="utf-8") as handle:
-                        texts[entry[kind]] = handle.read()
-        return vllm_patches.select(manifest, names, texts)
-    except (OSError, yaml.YAMLError, vllm_patches.PatchError) as error:
-        raise AnsibleFilterError(f"patches: {error}") from error
+    """The manifest entries of the named patches, each with its diff or whole file read from patches_dir."""
+    with open(os.path.join(patches_dir, "manifest.yml"), encoding="utf-8") as handle:
+        manifest = yaml.safe_load(handle)
+    texts = {}
+    for entry in (manifest or {}).get("patches") or []:
+        for kind in vllm_patches.KINDS:
+            path = os.path.join(patches_dir, str(entry.get(kind) or ""))
+            if entry.get("name") in names and entry.get(kind) and os.path.isfile(path):
+                with open(path, encoding="utf-8") as handle:
+                    texts[entry[kind]] = handle.read()
+    return vllm_patches.select(manifest, names, texts)
 
 
 def checked_graph_guards(entries, required, enforce_eager, profile, mounts=None):
     """The guards the entries (and the sha256-pinned engine_patch_mounts) provide; fails naming both ways out when
     graphs are on and one is missing."""
-    try:
-        entries = list(entries) + vllm_patches.mount_guard_entries(mounts)
-    except vllm_patches.PatchError as error:
-        raise AnsibleFilterError(str(error)) from error
+    entries = list(entries) + vllm_patches.mount_guard_entries(mounts)
     missing = [] if enforce_eager else vllm_patches.missing_graph_guards(required, entries)
     if missing:
-        raise AnsibleFilterError(vllm_patches.graph_guard_refusal(profile, missing))
+        raise vllm_patches.PatchError(vllm_patches.graph_guard_refusal(profile, missing))
     return sorted({guard for entry in entries for guard in entry.get("guards", [])})
 
 
@@ -46,4 +41,9 @@ class FilterModule:
     """sparkfleet.vllm patch filters."""
 
     def filters(self):
-        return {"selected_patches": selected_patches, "checked_graph_guards": checked_graph_guards}
+        return {
+            "selected_patches": raising_filter_errors(
+                selected_patches, OSError, yaml.YAMLError, vllm_patches.PatchError, describe=lambda error: f"patches: {error}"
+            ),
+            "checked_graph_guards": raising_filter_errors(checked_graph_guards),
+        }

@@ -13,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.serve_args import argv_lines
+
 # Flags that differ between ranks by design: the rank's place, and each node's KV memory, which
 # the kv_cache_from_gmu profiles size from that node's memory (vLLM takes the smallest across ranks).
 RANK_FLAGS_WITH_VALUE = {"--node-rank", "--kv-cache-memory-bytes"}
@@ -128,22 +130,11 @@ def rank_attestation(rank):
     }
 
 
-def _flag_lines(argv):
-    """argv as one entry per flag with its value (`vllm serve MODEL` first), so a changed value names its flag."""
-    lines = []
-    for word in argv or []:
-        if word.startswith("--") or not lines:
-            lines.append(word)
-        else:
-            lines[-1] += " " + word
-    return lines
-
-
 def _describe(item, value, other):
     """A short, readable form of one rank's value: for argv and env, what it has that the other lacks."""
     if item == "argv":
-        theirs = _flag_lines(other)
-        mine = [line for line in _flag_lines(value) if line not in theirs]
+        theirs = argv_lines(other)
+        mine = [line for line in argv_lines(value) if line not in theirs]
         return ", ".join(mine) if mine else "(nothing the other lacks)"
     if item == "env":
         mine = {key: val for key, val in value.items() if other.get(key) != val}

@@ -4,10 +4,12 @@ import pathlib
 
 import pytest
 
-from ansible_collections.sparkfleet.vllm.plugins.filter.engine_progress import engine_progress as engine_progress_filter
+from ansible_collections.sparkfleet.vllm.plugins.filter.engine_progress import FilterModule
 from ansible_collections.sparkfleet.vllm.plugins.module_utils.engine_progress import engine_progress, read_counters
 
 PAGES = pathlib.Path(__file__).parents[1] / "data" / "metrics"
+
+engine_progress_filter = FilterModule().filters()["engine_progress"]
 
 
 def page(name):

@@ -127,7 +127,9 @@ def test_a_rank_without_a_start_time_is_named():
 def test_the_status_filter_prints_the_table_and_names_a_file_that_is_not_a_timeline():
     # Imported here: the filter imports ansible.errors, whose patch of sys.intern breaks a later
     # torch import at collection time (tests/unit/test_serve_args_vllm_parser.py imports vLLM).
-    from ansible_collections.sparkfleet.vllm.plugins.filter.readiness import readiness_table
+    from ansible_collections.sparkfleet.vllm.plugins.filter.readiness import FilterModule
+
+    readiness_table = FilterModule().filters()["readiness_table"]
 
     timeline = readiness.build_timeline(_recorded_ranks(), engine="sparks", lane="500k", health_at=None, first_token_at=None)
     assert readiness_table(json.loads(json.dumps(timeline))) == readiness.format_timeline(timeline)

@@ -14,7 +14,7 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.sparkfleet.vllm.plugins.filter.vllm_patches import selected_patches
+from ansible_collections.sparkfleet.vllm.plugins.filter.vllm_patches import FilterModule
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import vllm_patches
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -22,6 +22,8 @@ PATCHES = REPO / "patches"
 GUARD = "sm12x-persistent-topk-guard"
 VLLM_ROOT = pathlib.Path(importlib.util.find_spec("vllm").submodule_search_locations[0]).parent
 VLLM_VERSION = importlib.metadata.version("vllm")
+
+selected_patches = FilterModule().filters()["selected_patches"]
 
 
 @pytest.fixture(scope="module")
@@ -173,7 +175,7 @@ def test_two_patches_of_one_target_are_refused():
 
 
 def test_graph_guards_needed_only_with_graphs_on_and_provided_by_either_form(guard, whole):
-    from ansible_collections.sparkfleet.vllm.plugins.filter.vllm_patches import checked_graph_guards
+    checked_graph_guards = FilterModule().filters()["checked_graph_guards"]
 
     assert checked_graph_guards([guard], ["persistent_topk"], False, "gb10") == ["persistent_topk"]
     assert checked_graph_guards([whole], ["persistent_topk"], False, "gb10") == ["persistent_topk"]
@@ -184,7 +186,7 @@ def test_graph_guards_needed_only_with_graphs_on_and_provided_by_either_form(gua
 def test_graphs_on_without_the_guard_are_refused_naming_both_ways_out():
     from ansible.errors import AnsibleFilterError
 
-    from ansible_collections.sparkfleet.vllm.plugins.filter.vllm_patches import checked_graph_guards
+    checked_graph_guards = FilterModule().filters()["checked_graph_guards"]
 
     with pytest.raises(AnsibleFilterError) as refused:
         checked_graph_guards([], ["persistent_topk"], False, "gb10")
@@ -205,7 +207,7 @@ RECIPE_MOUNTS = [
 
 
 def test_the_recipes_bind_mounted_files_pinned_by_sha256_provide_the_guard_without_a_manifest():
-    from ansible_collections.sparkfleet.vllm.plugins.filter.vllm_patches import checked_graph_guards
+    checked_graph_guards = FilterModule().filters()["checked_graph_guards"]
 
     assert checked_graph_guards([], ["persistent_topk"], False, "gb10", RECIPE_MOUNTS) == ["persistent_topk"]
     # A mount of one's own without guards provides none: the refusal stands.
@@ -217,7 +219,7 @@ def test_the_recipes_bind_mounted_files_pinned_by_sha256_provide_the_guard_witho
 def test_a_mount_claiming_a_guard_without_the_files_sha256_is_refused_naming_it(sha256):
     from ansible.errors import AnsibleFilterError
 
-    from ansible_collections.sparkfleet.vllm.plugins.filter.vllm_patches import checked_graph_guards
+    checked_graph_guards = FilterModule().filters()["checked_graph_guards"]
 
     mount = dict(RECIPE_MOUNTS[0], sha256=sha256)
     with pytest.raises(
