@@ -8,6 +8,7 @@ of that role's meta/argument_specs.yml: ansible-core then validates the options 
 from __future__ import annotations
 
 import pathlib
+import re
 
 import pytest
 import yaml
@@ -62,3 +63,48 @@ def test_every_role_entry_point_used_is_documented_in_its_argument_specs(caller,
 def test_every_entry_point_has_a_task_file(role):
     for entry in _entry_points(role):
         assert (REPO / "roles" / role / "tasks" / f"{entry}.yml").is_file(), f"roles/{role}: entry point {entry} has no tasks/{entry}.yml"
+
+
+# The role graph: an edge from the role whose tasks include another role to that role.
+EDGES = {(caller.split("/")[1], role) for caller, role, _unused in CALLS if caller.startswith("roles/") and caller.split("/")[1] != role}
+# The run's shared plan (sparkfleet_*) has one owner: the cluster role.
+SHARED_FACTS = re.compile(r"^\s+(sparkfleet_(?:engine_group|engine_members|head|head_address|rank|fabric_address|lane|tensor_parallel_size)):", re.M)
+
+
+def test_the_roles_form_a_directed_acyclic_graph():
+    assert ("engine", "preflight") in EDGES  # counted, so that an empty graph cannot pass
+    graph = {}
+    for caller, callee in EDGES:
+        graph.setdefault(caller, set()).add(callee)
+
+    def cycle_from(node, path):
+        for callee in sorted(graph.get(node, ())):
+            if callee in path:
+                return [*path[path.index(callee) :], callee]
+            found = cycle_from(callee, [*path, callee])
+            if found:
+                return found
+        return None
+
+    for role in sorted(graph):
+        cycle = cycle_from(role, [role])
+        assert cycle is None, f"roles include each other in a cycle: {' -> '.join(cycle)}"
+
+
+def test_preflight_only_checks_and_never_includes_the_engine():
+    text = "\n".join(path.read_text() for path in sorted((REPO / "roles/preflight").rglob("*.yml")))
+    assert "sparkfleet.vllm.engine" not in text
+
+
+def test_no_playbook_includes_preflight_to_place_nodes():
+    for path in _task_files():
+        assert "tasks_from: facts" not in path.read_text(), f"{path.relative_to(REPO)}: the cluster role places the nodes"
+
+
+def test_only_the_cluster_role_sets_the_runs_plan():
+    setters = {}
+    for path in [*_task_files(), *sorted((REPO / "playbooks").glob("*.yml"))]:
+        for fact in SHARED_FACTS.findall(path.read_text()):
+            setters.setdefault(fact, set()).add(str(path.relative_to(REPO)))
+    assert setters.get("sparkfleet_lane") == {"roles/cluster/tasks/main.yml"}, setters
+    assert all(files == {"roles/cluster/tasks/main.yml"} for files in setters.values()), setters
