@@ -21,7 +21,8 @@ def test_a_changelog_fragment_is_one_line_naming_its_component(fragment):
     entries = [entry for section in sections.values() for entry in section]
     assert len(entries) == 1, f"{fragment.name}: {len(entries)} entries; one fragment, one line"
     (entry,) = entries
-    assert "\n" not in entry.strip() and len(entry) <= 160, f"{fragment.name}: {len(entry)} characters; keep it to one line"
+    assert "\n" not in entry.strip(), f"{fragment.name}: more than one line"
+    assert len(entry) <= 160, f"{fragment.name}: {len(entry)} characters; keep it to one line"
     assert ENTRY.match(entry), f"{fragment.name}: {entry!r} does not read 'component - change'"
 
 
