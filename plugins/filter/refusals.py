@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.sparkfleet.vllm.plugins.filter import access, serve_args, vllm_patches
+from ansible_collections.sparkfleet.vllm.plugins.filter import access, engine_image, serve_args, vllm_patches
 
 # The filters a refusal can come from: each raises AnsibleFilterError with our sentence.
 CHECKING_FILTERS = {
     **access.FilterModule().filters(),
+    **engine_image.FilterModule().filters(),
     **serve_args.FilterModule().filters(),
     **vllm_patches.FilterModule().filters(),
 }
