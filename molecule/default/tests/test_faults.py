@@ -103,22 +103,29 @@ BAD_INPUT = {
         re.compile(r"gmu 0\.99 asks for .* Lower engine_gpu_memory_utilization to 0\.\d+"),
     ),
     "tensor parallel size for another cluster": (["-e", "engine_tensor_parallel_size=8"], "engine_tensor_parallel_size=8 x pipeline 1 needs 8 GPUs"),
-    "unknown image source": (["-e", "engine_image_source=fetch"], "value of engine_image_source must be one of: pull, load, build, got: fetch"),
+    "unknown image source": (["-e", "engine_image_source=fetch"], "engine_image_source 'fetch' is not one of pull, load, build"),
     "an image pulled without a digest, digests required": (
         ["-e", "profile=gb10", "-e", "engine_image=vllm/vllm-openai:latest", "-e", "engine_image_require_digest=true"],
         "engine image vllm/vllm-openai:latest has no digest",
     ),
-    "an image to load without a tarball": (["-e", "profile=gb10", "-e", "engine_image_source=load"], "engine_image_tarball is empty"),
+    "an image to load without a tarball": (
+        ["-e", "profile=gb10", "-e", "engine_image_source=load"],
+        "engine_image_source is load but engine_image_tarball is empty",
+    ),
     "weights at a branch with pinning required": (
-        ["-e", "model_weights_source=hf", "-e", "model_weights_revision=main", "-e", "model_weights_require_pinned_revision=true"],
-        "with model_weights_require_pinned_revision the revision must be a 40-digit commit hash",
+        ["-e", "model_weights_source=hf", "-e", "model_weights_repo=zai-org/GLM-5.3-Flash", "-e", "model_weights_revision=main",
+         "-e", "model_weights_require_pinned_revision=true"],
+        "model_weights_revision 'main' is not a commit hash, and model_weights_require_pinned_revision is true",
     ),
     "a short API key": (["-e", "engine_api_key=letmein"], "engine_api_key is 7 characters long; use at least 16"),
     "the API key in extra args": (['-e', '{"engine_extra_args": ["--api-key", "x"]}'], "engine_extra_args carries --api-key: set engine_api_key"),
     "a host name as bind address": (["-e", "engine_api_host=spark1"], "engine_api_host 'spark1' is not an IP address"),
     "master port equal to the API port": (["-e", "engine_master_port=8000"], "engine_master_port and engine_port are both 8000"),
     "a port out of range": (["-e", "engine_port=80000"], "engine_port 80000 is outside 1-65535"),
-    "a bad allowed client": (['-e', '{"engine_firewall_allowed_clients": ["10.0.0.0/33"]}'], "entry '10.0.0.0/33' is not an address or network"),
+    "a bad allowed client": (
+        ['-e', '{"engine_firewall_allowed_clients": ["10.0.0.0/33"]}'],
+        "engine_firewall_allowed_clients entry '10.0.0.0/33' is not an address or network",
+    ),
     "a bad environment variable name": (['-e', '{"engine_extra_env": {"NCCL-DEBUG": "INFO"}}'], "Environment variable name 'NCCL-DEBUG' is not valid"),
     "a head outside the engine group": (["-e", "engine_head=spark9"], "engine_head 'spark9' is not a host of engine group 'sparks'"),
     "a flag the lane owns, in extra args": (
@@ -135,6 +142,10 @@ BAD_INPUT = {
         f"spark3 lacks {MOUNTED} of engine_patch_mounts (a missing file becomes a directory",
     ),
 }  # fmt: skip
+
+
+# Ansible's own words before a failed task's message; what follows them must be ours.
+OURS_FIRST = re.compile(r"^\[ERROR\]: Task failed: (Action|Module) failed: ")
 
 
 def _node_state():
@@ -167,6 +178,11 @@ def test_bad_input_fails_in_preflight_and_changes_nothing(bad_input_runs, case):
     assert rc != 0
     message = BAD_INPUT[case][1]
     assert message.search(folded) if isinstance(message, re.Pattern) else message in folded, folded[-3000:]
+    # The first error line is our sentence after Ansible's fixed prefix, with no templating chain before it.
+    first = next(line for line in raw.splitlines() if line.startswith(("[ERROR]", "fatal:")))
+    ours = OURS_FIRST.sub("", first)
+    assert ours != first, first
+    assert message.match(ours) if isinstance(message, re.Pattern) else ours.startswith(message), first
     assert "TASK [sparkfleet.vllm.host" not in raw  # stopped before the first role that changes anything
     assert set(changed.values()) <= {0}, changed
     assert after == before

@@ -50,13 +50,19 @@ def _snapshot():
 
 def _run(playbook, *extra):
     """(return code, folded stdout, changed per node) of a playbook against the four nodes."""
+    rc, stdout, _unused = _run_raw(playbook, *extra)
+    recap = dict(re.findall(r"^(spark\d)\s+:\s+ok=\d+\s+changed=(\d+)", stdout, re.M))
+    return rc, " ".join(stdout.split()), {node: int(count) for node, count in recap.items()}
+
+
+def _run_raw(playbook, *extra):
+    """(return code, stdout, stderr) of a playbook against the four nodes."""
     env = {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1"}
     result = subprocess.run(
         ["ansible-playbook", "-i", str(INVENTORY), str(REPO / playbook), *extra],
         cwd=REPO, env=dict(os.environ, **env), capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
-    recap = dict(re.findall(r"^(spark\d)\s+:\s+ok=\d+\s+changed=(\d+)", result.stdout, re.M))
-    return result.returncode, " ".join(result.stdout.split()), {node: int(count) for node, count in recap.items()}
+    return result.returncode, result.stdout, result.stderr
 
 
 def _host_playbook(*extra):
@@ -231,14 +237,18 @@ def bad_input_runs():
     """Every case, three at a time (each only reads before it fails), between two snapshots of the nodes."""
     before = _snapshot()
     with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
-        runs = dict(zip(BAD_INPUT, pool.map(lambda case: _host_playbook(*BAD_INPUT[case][0]), BAD_INPUT), strict=True))
+        runs = dict(zip(BAD_INPUT, pool.map(lambda case: _run_raw("playbooks/host.yml", *BAD_INPUT[case][0]), BAD_INPUT), strict=True))
     return before, runs, _snapshot()
 
 
 @pytest.mark.parametrize("case", list(BAD_INPUT))
 def test_bad_input_fails_naming_the_node_before_any_change(bad_input_runs, case):
     before, runs, after = bad_input_runs
-    rc, out, _unused = runs[case]
+    rc, stdout, stderr = runs[case]
+    out = " ".join(stdout.split())
     assert rc != 0
     assert BAD_INPUT[case][1] in out, out[-3000:]
+    # The first error line is our sentence, naming a node, after Ansible's fixed prefix.
+    first = next(line for line in (stdout + stderr).splitlines() if line.startswith(("[ERROR]", "fatal:")))
+    assert re.match(r"\[ERROR\]: Task failed: (Action|Module) failed: spark\d", first), first
     assert after == before
