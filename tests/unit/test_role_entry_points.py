@@ -108,3 +108,49 @@ def test_only_the_cluster_role_sets_the_runs_plan():
             setters.setdefault(fact, set()).add(str(path.relative_to(REPO)))
     assert setters.get("sparkfleet_lane") == {"roles/cluster/tasks/main.yml"}, setters
     assert all(files == {"roles/cluster/tasks/main.yml"} for files in setters.values()), setters
+
+
+# --- each engine entry point documents exactly the options it reads ----------------------------------------------
+
+ENGINE = REPO / "roles/engine"
+ENGINE_TOKEN = re.compile(r"\b(engine_[a-z0-9_]+)\b")
+
+
+def _engine_files(entry, seen=None):
+    """The task file of an entry point and every file it includes or imports, within the role."""
+    seen = set() if seen is None else seen
+    path = ENGINE / "tasks" / f"{entry}.yml"
+    if path in seen or not path.is_file():
+        return seen
+    seen.add(path)
+    for included in re.findall(r"(?:include_tasks|import_tasks):\s*([a-z_]+)\.yml", path.read_text()):
+        _engine_files(included, seen)
+    return seen
+
+
+def _engine_reads(entry, options):
+    """The options an entry point reads: named in its files, through the flag table where it renders, and through
+    the defaults those read in turn."""
+    from ansible_collections.sparkfleet.vllm.plugins.module_utils.serve_args import flag_variables
+
+    files = _engine_files(entry)
+    names = {name for path in files for name in ENGINE_TOKEN.findall(path.read_text())}
+    if ENGINE / "tasks/render.yml" in files:
+        names |= set(flag_variables().values())
+    defaults = yaml.safe_load((ENGINE / "defaults/main.yml").read_text())
+    todo = list(names)
+    while todo:
+        for name in ENGINE_TOKEN.findall(yaml.safe_dump(defaults.get(todo.pop()))):
+            if name not in names:
+                names.add(name)
+                todo.append(name)
+    return names & options
+
+
+@pytest.mark.parametrize("entry", sorted(_entry_points("engine")))
+def test_each_engine_entry_point_lists_only_the_options_it_reads(entry):
+    specs = yaml.safe_load((ENGINE / "meta/argument_specs.yml").read_text())["argument_specs"]
+    every_option = {name for spec in specs.values() for name in spec["options"]}
+    listed = set(specs[entry]["options"])
+    read = _engine_reads(entry, every_option)
+    assert listed == read, f"engine {entry}: lists but does not read {sorted(listed - read)}; reads but does not list {sorted(read - listed)}"
