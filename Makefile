@@ -39,7 +39,7 @@ demo-setup: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LIN
 test: checks integration molecule
 
 # lint, unit and sanity only read the tree, and each is one busy process: side by side on two cores they
-# take ~115 s instead of ~225 s one after the other (measured here). -O keeps each one's output whole; each
+# take about half the time of one after the other (docs/measurements.md). -O keeps each one's output whole; each
 # stamps its own start and end, which .ci/stage_times.py reads for its row. integration stays alone: its
 # vLLM server's timings would suffer beside them.
 checks: $(VENV)/.installed $(VENV)/.vllm-installed | $(COLLECTION_LINK)
@@ -87,7 +87,7 @@ host-check:
 	@bash molecule/resources/host-check.sh
 
 # The controller's Python environment. uv installs it (pip only installs uv):
-# measured here, requirements 52 s -> 4 s and vLLM's wheels 70 s -> 9 s.
+# an order of magnitude faster than pip for both the requirements and vLLM's wheels.
 $(COLLECTION_LINK):
 	mkdir -p $(dir $@)
 	ln -sfn ../../.. $@
@@ -101,8 +101,8 @@ $(VENV)/.installed: requirements.txt
 # Offline wheels of vLLM's CPU build: installed into the cpu engine image
 # (no registry is reachable from inside a build) and into the test venv.
 # Every one pinned (images/engine-cpu-wheels.txt, outside the build context), so one download serves every
-# checkout of the same pins: kept under WHEELS_CACHE, named by the pin file's sha256 (a fresh clone copied
-# them in ~1 s where pip, even from its own cache, took ~40 s to resolve and download them again).
+# checkout of the same pins: kept under WHEELS_CACHE, named by the pin file's sha256 (a fresh clone copies
+# them where pip, even from its own cache, would resolve and download them again).
 WHEELS_CACHE ?= $(HOME)/.cache/sparkfleet/engine-cpu-wheels
 $(WHEELS)/.complete: images/engine-cpu-wheels.txt
 	rm -rf $(WHEELS) && mkdir -p $(WHEELS)
