@@ -114,3 +114,13 @@ def test_bad_input_fails_in_preflight_with_the_documented_message(extra, message
     code, report = render("inventory.example/hosts.yml", *extra)
     assert code != 0
     assert message in json.dumps(report).replace("\\n", " ")
+
+
+def test_each_of_eight_sparks_engines_checks_its_own_fabric_addresses(tmp_path):
+    """The second engine's nodes are checked too, not only the first host's engine."""
+    shutil.copytree(REPO / "inventory.example/eight-sparks", tmp_path / "eight-sparks")
+    hosts = tmp_path / "eight-sparks/hosts.yml"
+    hosts.write_text(hosts.read_text().replace("spark6: {ansible_host: 192.168.100.16}", "spark6: {ansible_host: 192.168.100.15}"))
+    code, report = render(hosts)
+    assert code != 0
+    assert "Two nodes of engine group 'engine_b' share a fabric address" in json.dumps(report)
