@@ -1,8 +1,8 @@
 # Copyright: sparkfleet developers
 # Apache License 2.0 (see galaxy.yml)
-"""Filter: a profile's container settings as Docker CLI options (module_utils/container_spec.py).
+"""Filters: a profile's container settings as Docker CLI options, and what Docker's refusal of one means (module_utils/container_spec.py).
 
-Documented in the YAML file beside this one (ansible-doc -t filter sparkfleet.vllm.docker_run_options).
+Documented in the YAML files beside this one (ansible-doc -t filter sparkfleet.vllm.NAME).
 """
 
 from __future__ import annotations
@@ -25,4 +25,7 @@ class FilterModule:
     """sparkfleet.vllm container spec filter."""
 
     def filters(self):
-        return {"docker_run_options": raising_filter_errors(docker_run_options, container_spec.ContainerSpecError)}
+        return {
+            "docker_run_options": raising_filter_errors(docker_run_options, container_spec.ContainerSpecError),
+            "docker_refusal_fix": container_spec.docker_refusal_fix,
+        }

@@ -56,3 +56,50 @@ def docker_run_options(gpus=False, devices=(), ulimits=(), shm_size=None):
     if shm_size:
         options.append(f"--shm-size={shm_size}")
     return options
+
+
+# What the Docker CLI prints when it refuses a container, matched in order: the socket and the daemon first
+# (the profile is not at fault), then each of the profile's settings, then the image. Each pattern is what Docker
+# 20.10 (Ubuntu's docker.io) or 28 printed for that cause.
+_REFUSALS = (
+    (
+        r"permission denied while trying to connect to the Docker daemon socket|unknown server OS",
+        "{node}'s Docker socket refused the deploy user: the checks reach it through sudo (become), so give that user"
+        " sudo on {node}, or add it to the docker group (sudo usermod -aG docker USER; the host role does), then run again",
+    ),
+    (
+        r"Cannot connect to the Docker daemon|Is the docker daemon running",
+        "Docker is not running on {node}: start it (sudo systemctl start docker; the host role enables it), then run again",
+    ),
+    (
+        r"could not select device driver .*gpu",
+        "Docker on {node} has no GPU driver registered (profiles[{profile}].gpus): install the NVIDIA Container Toolkit and"
+        " register its runtime (sudo nvidia-ctk runtime configure --runtime=docker; sudo systemctl restart docker), then run again",
+    ),
+    (
+        r"error gathering device information while adding custom device \"(?P<device>[^\"]+)\"",
+        "{device} is missing on {node} (profiles[{profile}].devices): check that the devices exist (ls {device}; their"
+        " driver loaded), or take it out of the profile, then run again",
+    ),
+    (
+        r"invalid ulimit argument|error setting rlimit",
+        "Docker on {node} refused a ulimit of profiles[{profile}].ulimits: a ulimit above dockerd's own hard limit cannot"
+        " be given to a container (raise LimitMEMLOCK/LimitNOFILE in docker.service), then run again",
+    ),
+    (
+        r"No such image|Unable to find image",
+        "{node} does not hold the engine image (checks never pull it): run playbooks/artifacts.yml, then run again",
+    ),
+)
+
+
+def docker_refusal_fix(stderr, node, profile):
+    """What the Docker CLI printed when it refused a check's container -> what was refused and the fix, in our words."""
+    for pattern, fix in _REFUSALS:
+        match = re.search(pattern, stderr or "")
+        if match:
+            return fix.format(node=node, profile=profile, **match.groupdict())
+    return (
+        f"The profile's gpus, devices or ulimits (profiles[{profile}]) are what the engine's ranks get too: fix them there,"
+        " or the cause Docker names, then run again"
+    )

@@ -68,3 +68,49 @@ def test_the_real_docker_cli_parses_what_preflight_gives_it_and_refuses_the_modu
     parsed = create(spec.docker_run_options(gb10["gpus"], gb10["devices"], gb10["ulimits"], gb10["shm_size"]))
     assert parsed.returncode != 0
     assert "invalid argument" not in parsed.stderr, parsed.stderr  # it failed only for want of an engine
+
+
+# What Docker 28's CLI printed here for each cause (Docker 20.10's socket refusal: "unknown server OS").
+REFUSED = {
+    "socket": (
+        "docker: permission denied while trying to connect to the Docker daemon socket at unix:///var/run/docker.sock:"
+        ' Head "http://%2Fvar%2Frun%2Fdocker.sock/_ping": dial unix /var/run/docker.sock: connect: permission denied'
+    ),
+    "old socket": "docker: unknown server OS: .",
+    "daemon": "docker: Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?",
+    "gpu": 'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]]',
+    "device": 'docker: Error response from daemon: error gathering device information while adding custom device "/dev/infiniband": no such file or directory',
+    "ulimit": 'invalid argument "memlock:-1:-1" for "--ulimit" flag: invalid ulimit argument: memlock:-1:-1',
+    "rlimit": (
+        "docker: Error response from daemon: failed to create shim task: OCI runtime create failed: runc create failed: unable to"
+        " start container process: error during container init: error setting rlimits for ready process: error setting rlimit"
+        " type 8: operation not permitted: unknown"
+    ),
+    "image": "docker: Error response from daemon: No such image: registry:5000/vllm-sm121:1",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("cause", "says"),
+    [
+        ("socket", "spark3's Docker socket refused the deploy user: the checks reach it through sudo (become)"),
+        ("old socket", "spark3's Docker socket refused the deploy user"),
+        ("daemon", "Docker is not running on spark3: start it (sudo systemctl start docker"),
+        ("gpu", "Docker on spark3 has no GPU driver registered (profiles[gb10].gpus): install the NVIDIA Container Toolkit"),
+        ("device", "/dev/infiniband is missing on spark3 (profiles[gb10].devices): check that the devices exist (ls /dev/infiniband;"),
+        ("ulimit", "Docker on spark3 refused a ulimit of profiles[gb10].ulimits"),
+        ("rlimit", "Docker on spark3 refused a ulimit of profiles[gb10].ulimits"),
+        ("image", "spark3 does not hold the engine image (checks never pull it): run playbooks/artifacts.yml"),
+    ],
+)
+def test_a_refusal_says_what_docker_refused_and_the_fix(cause, says):
+    fix = spec.docker_refusal_fix(REFUSED[cause], "spark3", "gb10")
+    assert fix.startswith(says), fix
+    assert not fix.endswith(".")
+
+
+def test_a_socket_refusal_never_blames_the_profile_and_an_unknown_one_does():
+    assert "profiles[" not in spec.docker_refusal_fix(REFUSED["socket"], "spark3", "gb10")
+    assert spec.docker_refusal_fix("docker: Error response from daemon: something new", "spark3", "gb10").startswith(
+        "The profile's gpus, devices or ulimits (profiles[gb10]) are what the engine's ranks get too"
+    )
