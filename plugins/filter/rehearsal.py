@@ -10,12 +10,13 @@ from __future__ import annotations
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import rehearsal
 
 
-def rehearsal_table(nodes):
-    return rehearsal.table(rehearsal.node_rows(nodes))
-
-
 class FilterModule:
     """sparkfleet.vllm rehearsal filters."""
 
     def filters(self):
-        return {"rehearsed_rank": rehearsal.rank_summary, "rehearsal_facts": rehearsal.node_facts, "rehearsal_table": rehearsal_table}
+        return {
+            "rehearsed_ranks": rehearsal.rank_summaries,
+            "rehearsal_facts": rehearsal.node_facts,
+            "rehearsal_rows": rehearsal.node_rows,
+            "rehearsal_table": rehearsal.table,
+        }

@@ -35,21 +35,38 @@ def rank_summary(container):
     }
 
 
+def rank_summaries(read_back, created=()):
+    """The rehearsal's two loops over the ranks (each result names its engine_member): Docker's read-back and the
+    create -> {node: rank_summary}. A rank Docker refused to create is missing, with Docker's own words."""
+    # A refused create has Docker's message and no container (the loop's failed_when keeps the run going).
+    refusals = {item.get("engine_member"): item["msg"] for item in created if item.get("msg") and not item.get("container")}
+    summaries = {}
+    for item in read_back:
+        summary = rank_summary(item.get("container"))
+        if summary["state"] == "missing" and refusals.get(item.get("engine_member")):
+            summary["refusal"] = refusals[item["engine_member"]]
+        summaries[item.get("engine_member")] = summary
+    return summaries
+
+
 def _gib(value):
     return f"{value / 1024**3:g} GiB" if isinstance(value, int) and value else "-"
 
 
 def node_rows(nodes):
     """{node: facts} -> rows of the closing table. facts: rank, driver, driver_owner, nccl, image_id, image_digest,
-    rank_container. Every node must hold the one image the head pulled (the fan-out keeps its ID)."""
+    rank_container, failures (what a check of this node failed with, its fix in its words). Every node must hold
+    the one image the head pulled (the fan-out keeps its ID)."""
     ids = [facts.get("image_id") for facts in nodes.values() if facts.get("image_id")]
     common = max(set(ids), key=ids.count) if ids else ""
     rows = []
     for node, facts in nodes.items():
         rank = facts.get("rank_container") or {"state": "missing"}
-        problems = []
-        if rank.get("state") != "created":
-            problems.append(f"its rank's container was not created ({rank.get('state')}): see the failed task above")
+        problems = list(facts.get("failures") or [])
+        if rank.get("refusal"):
+            problems.append(f"Docker refused its rank's container: {rank['refusal'].strip().rstrip('.')}")
+        elif rank.get("state") != "created":
+            problems.append(f"its rank's container was not created ({rank.get('state')})")
         if not facts.get("image_id"):
             problems.append("it holds no engine image: run the engine_image role (playbooks/artifacts.yml)")
         elif facts["image_id"] != common:
@@ -73,7 +90,7 @@ def node_rows(nodes):
                     )
                     if part
                 ),
-                "verdict": "ready" if not problems else "; ".join(problems),
+                "verdict": "ready" if not problems else "; ".join(problem.strip().rstrip(".") for problem in problems),
             }
         )
     return rows
@@ -103,4 +120,5 @@ def node_facts(hostvars, rehearsed):
         "image_id": images[0].get("Id") or "",
         "image_digest": next(iter(images[0].get("RepoDigests") or []), ""),
         "rank_container": (rehearsed or {}).get(name) or {"state": "missing"},
+        "failures": list(hostvars.get("rehearsal_failures") or []),
     }

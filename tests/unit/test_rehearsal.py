@@ -55,7 +55,7 @@ def test_the_table_has_a_row_per_node_ready_or_what_is_missing():
     )
     assert first.endswith("gpus nvidia:all, /dev/infiniband, memlock=-1:-1, shm 10 GiB  ready")
     assert second.endswith("ready")  # a worker's image came through the fan-out: the head's ID, no digest of its own
-    assert "its rank's container was not created (missing): see the failed task above" in third
+    assert "its rank's container was not created (missing)" in third
     assert "its engine image sha256:dddddddddddd is not the others' sha256:cccccccccccc: run the engine_image role again" in third
 
 
@@ -71,6 +71,39 @@ def test_a_nodes_facts_come_from_what_the_roles_set_on_it():
     facts = rehearsal.node_facts(hostvars, {"spark3": {"state": "created"}})
     assert facts == {
         "rank": 2, "driver": "580.95.05", "driver_owner": "DGX OS, nvidia-driver-580-open 580.95.05-0ubuntu1", "nccl": "2.30.7-1+cuda13.3",
-        "image_id": "sha256:1", "image_digest": "reg:5000/x@sha256:2", "rank_container": {"state": "created"},
+        "image_id": "sha256:1", "image_digest": "reg:5000/x@sha256:2", "rank_container": {"state": "created"}, "failures": [],
     }  # fmt: skip
     assert rehearsal.node_facts({"inventory_hostname": "spark4"}, {})["rank_container"] == {"state": "missing"}
+
+
+def test_a_rank_docker_refused_is_missing_with_dockers_words_and_the_others_read_back():
+    refused = (
+        'Error creating container: 500 Server Error ("error gathering device information while adding custom device'
+        ' "/dev/infiniband": no such file or directory")'
+    )
+    created = [{"engine_member": "spark2", "container": CREATED, "changed": False}, {"engine_member": "spark1", "msg": refused, "failed": False}]
+    read_back = [{"engine_member": "spark1", "exists": False, "container": None}, {"engine_member": "spark2", "exists": True, "container": CREATED}]
+    ranks = rehearsal.rank_summaries(read_back, created)
+    assert ranks["spark1"] == {"state": "missing", "refusal": refused}
+    assert ranks["spark2"]["state"] == "created"
+    assert "refusal" not in ranks["spark2"]
+    assert rehearsal.rank_summaries(read_back) == {"spark1": {"state": "missing"}, "spark2": ranks["spark2"]}
+
+
+def test_a_nodes_failed_checks_and_dockers_refusal_are_its_verdict_and_the_other_rows_stay_ready():
+    common = {"rank": 0, "driver": "580.95.05", "nccl": "2.30.7-1+cuda13.3", "image_id": "sha256:" + "c" * 64}
+    nodes = {
+        "spark1": dict(common, rank_container=rehearsal.rank_summary(CREATED)),
+        "spark3": dict(
+            common,
+            rank=2,
+            rank_container={"state": "missing", "refusal": "error gathering device information while adding custom device."},
+            failures=["Docker on spark3 cannot start a container with profile gb10's GPUs and devices (...): ls /dev/infiniband, then run again."],
+        ),
+    }
+    rows = {row["node"]: row for row in rehearsal.node_rows(nodes)}
+    assert rows["spark1"]["verdict"] == "ready"
+    assert rows["spark3"]["verdict"] == (
+        "Docker on spark3 cannot start a container with profile gb10's GPUs and devices (...): ls /dev/infiniband, then run again;"
+        " Docker refused its rank's container: error gathering device information while adding custom device"
+    )

@@ -169,10 +169,10 @@ def _snapshot():
     return {node: _node(node, command) for node in NODES}
 
 
-def _host_playbook(*extra):
+def _host_playbook(*extra, playbook="host.yml"):
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
     result = subprocess.run(
-        ["ansible-playbook", "-i", str(INVENTORY), str(REPO / "playbooks/host.yml"), *extra],
+        ["ansible-playbook", "-i", str(INVENTORY), str(REPO / "playbooks" / playbook), *extra],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
     return result.returncode, " ".join(result.stdout.split())
@@ -201,3 +201,26 @@ def test_mixed_drivers_on_dgx_os_install_nothing_reboot_nothing_and_name_every_n
             assert "Update DGX OS on those nodes the way NVIDIA's DGX Spark User Guide documents" in out
     finally:
         _node("spark2", f"{apt_get} install {DGX_DRIVER[0]}={DGX_DRIVER[1]} >/dev/null && /opt/sparkfleet-sim/bin/sim-reboot")
+
+
+# A node that fails is a row of the table, not the end of the others' rehearsal.
+
+
+def test_a_node_without_its_rdma_devices_is_its_row_with_the_fix_and_the_others_stay_ready(second_run):
+    """spark3 loses /dev/infiniband (a driver that did not load; Docker makes a container with a missing device and
+    refuses only to start it). The rehearsal runs on to the end on every node: spark3's row says what Docker refused
+    and the fix, the other three are ready, and the run fails naming spark3."""
+    report_file = REPO / "reports/rehearsal-sparks.json"
+    try:
+        _node("spark3", "mv /dev/infiniband /dev/infiniband.away")
+        rc, out = _host_playbook(playbook="rehearse.yml")
+        rows = {row["node"]: row for row in json.loads(report_file.read_text())["rows"]}
+    finally:
+        _node("spark3", "[ -e /dev/infiniband ] || mv /dev/infiniband.away /dev/infiniband")
+    assert rc != 0, out[-3000:]
+    assert "The rehearsal found 1 of 4 nodes not ready: spark3. Each one's row says what is missing and the fix" in out, out[-3000:]
+    assert [node for node, row in rows.items() if row["verdict"] == "ready"] == ["spark1", "spark2", "spark4"]
+    verdict = rows["spark3"]["verdict"]
+    assert "Docker on spark3 cannot start a container with profile gb10's GPUs and devices" in verdict, verdict
+    assert "/dev/infiniband is missing on spark3 (profiles[gb10].devices): check that the devices exist (ls /dev/infiniband;" in verdict, verdict
+    assert "spark3" in out.split("Show the rehearsal's table, one row per node")[1], out[-3000:]
