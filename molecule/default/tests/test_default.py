@@ -14,8 +14,10 @@ import os
 import pathlib
 import re
 import shutil
+import signal
 import subprocess
 import tarfile
+import threading
 import time
 
 import httpx
@@ -202,6 +204,26 @@ def _run_installed(collections, playbook, inventory, *extra):
     return " ".join(result.stdout.split()), {host: int(changed) for host, changed in recap.items()}
 
 
+RUN_LOCK = "/var/lib/sparkfleet/run.lock"
+
+
+def _run_lock():
+    """The run lock's record on the head, or None when no run holds it."""
+    result = subprocess.run(["docker", "exec", "spark1", "cat", RUN_LOCK], capture_output=True, text=True, check=False)
+    return json.loads(result.stdout) if result.returncode == 0 else None
+
+
+def _wait_for_the_run_lock(running, timeout=300):
+    """The record a running run (running() true while it runs) takes, as soon as it is there."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and running():
+        record = _run_lock()
+        if record:
+            return record
+        time.sleep(0.25)
+    raise AssertionError("the run never took the run lock")
+
+
 @pytest.fixture(scope="module")
 def site_rerun(installed_collection):
     """site.yml once more with nothing changed, as a user with the built collection runs it: the installed
@@ -214,8 +236,23 @@ def site_rerun(installed_collection):
     # The cpu image's build context with the vLLM wheels `make` fetched: the tarball does not ship ~200 MB of
     # wheels (galaxy.yml's build_ignore), so a user of the installed collection points at such a context.
     context = ("-e", f"engine_image_build_context={REPO / 'images/engine-cpu'}")
-    out, changed = _run_installed(installed_collection[0], "sparkfleet.vllm.site", CLUSTER_ENV, "-e", "lane=500k", *context)
-    return out, changed, before, _start_times(), started
+    # While it runs, a second operator's lane switch (test_a_second_run_..._is_refused_at_once_naming_it).
+    assert _run_lock() is None, "a run left its lock (converge and idempotence release theirs)"
+    first = {}
+    thread = threading.Thread(
+        target=lambda: first.update(result=_run_installed(installed_collection[0], "sparkfleet.vllm.site", CLUSTER_ENV, "-e", "lane=500k", *context))
+    )
+    thread.start()
+    try:
+        holder = _wait_for_the_run_lock(thread.is_alive)
+        second = subprocess.run(
+            ["ansible-playbook", "-i", str(INVENTORY), str(REPO / "playbooks/lane.yml"), "-e", "lane=1m"],
+            cwd=REPO, env=_env(), capture_output=True, text=True, timeout=900, check=False,
+        )  # fmt: skip
+    finally:
+        thread.join()
+    out, changed = first["result"]
+    return out, changed, before, _start_times(), started, (holder, second, _run_lock())
 
 
 def test_the_built_collection_holds_no_link_and_renders_from_an_empty_directory(installed_collection):
@@ -228,8 +265,22 @@ def test_the_built_collection_holds_no_link_and_renders_from_an_empty_directory(
 
 
 def test_rerun_restarts_nothing(site_rerun):
-    _unused, _unused, before, after, _unused = site_rerun
+    _unused, _unused, before, after, _unused, _unused = site_rerun
     assert after == before
+
+
+def test_a_second_run_while_one_changes_the_cluster_is_refused_at_once_naming_it(site_rerun):
+    """Two operators: lane.yml -e lane=1m while site.yml runs. The second is refused at its lock, before it reads a
+    node, naming the first (playbook, user, controller, ansible-playbook pid, since); the first runs on untouched
+    (test_rerun_restarts_nothing) and releases the lock at its end."""
+    holder, second, after = site_rerun[5]
+    assert holder["playbooks"] == ["site.yml"]  # the installed collection's sparkfleet.vllm.site
+    assert second.returncode != 0
+    first_error = next(line for line in (second.stdout + second.stderr).splitlines() if line.startswith(("[ERROR]", "fatal:")))
+    assert first_error.startswith("[ERROR]: Task failed: Action failed: spark1's cluster is being changed by another run: site.yml run by"), first_error
+    assert f"(ansible-playbook pid {holder['pid']}) since {holder['since']}. Nothing was changed by this run. Wait for it to end" in first_error
+    assert "TASK [sparkfleet.vllm.preflight" not in second.stdout  # not one node read
+    assert after is None
 
 
 def test_the_same_cluster_from_its_cluster_env_changes_nothing(site_rerun):
@@ -392,6 +443,27 @@ def test_a_dry_run_with_nothing_to_change_says_nothing_would_restart():
     assert set(changed.values()) == {0}
 
 
+# The run killed here (test_a_killed_runs_lock_stays_behind) and taken over by the lane switch after it.
+KILLED_RUN = {}
+
+
+def test_a_killed_runs_lock_stays_behind():
+    """A lane switch killed (SIGKILL, as a lost terminal or a crashed controller ends it) just after it took the lock,
+    while it reads the nodes: its record stays, naming its own ansible-playbook process."""
+    run = subprocess.Popen(
+        ["ansible-playbook", "-i", str(INVENTORY), str(REPO / "playbooks/lane.yml"), "-e", "lane=1m"],
+        cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        holder = _wait_for_the_run_lock(lambda: run.poll() is None)
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    assert (holder["pid"], holder["playbooks"]) == (run.pid, ["lane.yml"])
+    assert _run_lock() == holder
+    KILLED_RUN.update(holder)
+
+
 def test_lane_switch_on_full_nodes_restarts_every_rank_and_only_the_ranks_move_memory():
     """500k -> 1m while the engine holds most of every node: the relaunch fits because the old ranks'
     memory is the engine's own; the idle-GPU checks run after they stop; memory outside the ranks stays put."""
@@ -411,6 +483,13 @@ def test_lane_switch_on_full_nodes_restarts_every_rank_and_only_the_ranks_move_m
     assert changed["spark1"] > 2
     assert all(changed[name] == 2 for name in RANKS if name != "spark1"), changed
     assert "lane 1m (1000000 x 3)" in output
+    # The killed run's lock, taken over and said so; released at the end.
+    assert KILLED_RUN, "test_a_killed_runs_lock_stays_behind runs first"
+    assert (
+        "took over the lock of a run that ended without releasing it (failed, killed or lost): lane.yml run by"
+        f" {KILLED_RUN['user']} on {KILLED_RUN['controller']} (ansible-playbook pid {KILLED_RUN['pid']}) since {KILLED_RUN['since']}"
+    ) in output, output[:5000]
+    assert _run_lock() is None
     # The switch keeps every rank's image, fabric variables and shape: the running engine streamed a token over
     # that fabric before its ranks stopped, so the all-reduce was not run again (the clock burn would be, on GPUs).
     asked = output.index("Ask the engine for one token", output.index("Note whether this run relaunches the engine"))

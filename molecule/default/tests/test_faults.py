@@ -144,6 +144,9 @@ BAD_INPUT = {
 }  # fmt: skip
 
 
+# Where the matrix's runs keep their lock records, one each (bad_input_runs).
+MATRIX_LOCKS = "/var/lib/sparkfleet/bad-input-locks"
+
 # Ansible's own words before a failed task's message; what follows them must be ours.
 OURS_FIRST = re.compile(r"^\[ERROR\]: Task failed: (Action|Module) failed: ")
 
@@ -158,22 +161,31 @@ def _node_state():
 
 @pytest.fixture(scope="module")
 def bad_input_runs():
-    """Every case of the matrix, three at a time (each only reads), between two snapshots of the nodes."""
+    """Every case of the matrix, three at a time (each only reads), between two snapshots of the nodes. Three runs
+    at once on one lock would be refused by design (test_default's run lock cases): each case takes its own lock
+    record (cluster_run_lock_path), and the records left after the matrix are what a refusal failed to give back."""
     for name in ("spark1", "spark2", "spark4"):
         _node(name, f"mkdir -p {MOUNTED.rsplit('/', 1)[0]} && echo 'VLLM = 1' > {MOUNTED}")
     before = _node_state()
+
+    def refused(numbered):
+        index, case = numbered
+        return _play("site.yml", *BAD_INPUT[case][0], "-e", f"cluster_run_lock_path={MATRIX_LOCKS}/{index}.lock", timeout=900)
+
     try:
         with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
-            runs = dict(zip(BAD_INPUT, pool.map(lambda case: _play("site.yml", *BAD_INPUT[case][0], timeout=900), BAD_INPUT), strict=True))
-        return before, runs, _node_state()
+            runs = dict(zip(BAD_INPUT, pool.map(refused, enumerate(BAD_INPUT)), strict=True))
+        locks_left = _node("spark1", f"cd {MATRIX_LOCKS} 2>/dev/null && ls *.lock 2>/dev/null || true")
+        return before, runs, _node_state(), locks_left
     finally:
+        _node("spark1", f"rm -rf {MATRIX_LOCKS}")
         for name in RANKS:
             _node(name, f"rm -rf {MOUNTED.rsplit('/', 1)[0]}")
 
 
 @pytest.mark.parametrize("case", list(BAD_INPUT))
 def test_bad_input_fails_in_preflight_and_changes_nothing(bad_input_runs, case):
-    before, runs, after = bad_input_runs
+    before, runs, after, _unused = bad_input_runs
     rc, raw, folded, changed = runs[case]
     assert rc != 0
     message = BAD_INPUT[case][1]
@@ -186,6 +198,16 @@ def test_bad_input_fails_in_preflight_and_changes_nothing(bad_input_runs, case):
     assert "TASK [sparkfleet.vllm.host" not in raw  # stopped before the first role that changes anything
     assert set(changed.values()) <= {0}, changed
     assert after == before
+
+
+def test_every_refused_run_gave_its_run_lock_back(bad_input_runs):
+    """Cases refused after the lock (the node reads, the render) release it as they fail: nothing is left held."""
+    _unused, runs, _unused, locks_left = bad_input_runs
+    raw = runs["gmu that does not fit the nodes"][1]  # refused by a node read, after the lock
+    assert raw.index("TASK [sparkfleet.vllm.cluster : Take this run's lock on every engine's head]") < raw.index(
+        "TASK [Give this run's lock back (a refused run changed nothing and holds nothing)]"
+    )
+    assert locks_left == ""
 
 
 def test_the_running_engine_still_serves_after_every_refused_input(bad_input_runs):

@@ -69,6 +69,12 @@ def _host_playbook(*extra):
     return _run("playbooks/host.yml", *extra)
 
 
+def _own_lock(name):
+    """Runs at once on one cluster are refused by its run lock, by design (test_default's cases): each run these
+    tests start side by side keeps its own lock record."""
+    return ("-e", f"cluster_run_lock_path=/var/lib/sparkfleet/test-locks/{name}.lock")
+
+
 # What converge left, on every node.
 
 
@@ -147,9 +153,9 @@ def test_decoy_nccl_on_one_node_is_reported_refused_where_the_engine_loads_it_an
     # by the nccl role), and the engine's own check of the libraries its ranks would load (refused by lane.yml).
     before = _snapshot()
     with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
-        default = pool.submit(_host_playbook)
-        for_engine = pool.submit(_host_playbook, "-e", "nccl_host_library_for_engine=true")
-        lane = pool.submit(_run, "playbooks/lane.yml", "-e", "engine_nccl_host_library=true")
+        default = pool.submit(_host_playbook, *_own_lock("default"))
+        for_engine = pool.submit(_host_playbook, "-e", "nccl_host_library_for_engine=true", *_own_lock("for-engine"))
+        lane = pool.submit(_run, "playbooks/lane.yml", "-e", "engine_nccl_host_library=true", *_own_lock("lane"))
     assert _snapshot() == before
 
     rc, out, changed = default.result()
@@ -183,8 +189,8 @@ def test_driver_drift_on_one_node_is_healed_by_a_rerun():
     _sh("spark4", "echo 580.126.09 > /var/lib/sparkfleet-sim/loaded-driver")
     before = _snapshot()
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:  # both only read before they refuse
-        forbidden = pool.submit(_host_playbook, "-e", "nvidia_driver_install=false")
-        no_reboot = pool.submit(_host_playbook, "-e", "nvidia_driver_allow_downgrade=true", "-e", "nvidia_driver_reboot=false")
+        forbidden = pool.submit(_host_playbook, "-e", "nvidia_driver_install=false", *_own_lock("forbidden"))
+        no_reboot = pool.submit(_host_playbook, "-e", "nvidia_driver_allow_downgrade=true", "-e", "nvidia_driver_reboot=false", *_own_lock("no-reboot"))
     assert _snapshot() == before
     rc, out, _unused = forbidden.result()
     assert rc != 0
@@ -236,8 +242,10 @@ BAD_INPUT = {
 def bad_input_runs():
     """Every case, three at a time (each only reads before it fails), between two snapshots of the nodes."""
     before = _snapshot()
+    cases = dict(enumerate(BAD_INPUT))
     with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
-        runs = dict(zip(BAD_INPUT, pool.map(lambda case: _run_raw("playbooks/host.yml", *BAD_INPUT[case][0]), BAD_INPUT), strict=True))
+        outcomes = pool.map(lambda index: _run_raw("playbooks/host.yml", *BAD_INPUT[cases[index]][0], *_own_lock(f"bad-input-{index}")), cases)
+        runs = dict(zip(BAD_INPUT, outcomes, strict=True))
     return before, runs, _snapshot()
 
 
