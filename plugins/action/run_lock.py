@@ -35,7 +35,12 @@ class ActionModule(ActionBase):
             head = self._task.delegate_to
         if state == "read" or self._task.check_mode:
             reply = self._lock(task_vars, state="read")
-            reply.setdefault("msg", "check mode: no lock taken (a --check run changes nothing)" if state != "read" else "")
+            holder = reply.get("previous") or {}
+            # Whether the holder still runs: True, False (gone), None (no holder, or another controller's).
+            reply["alive"] = run_lock.holder_alive(holder) if holder else None
+            reply["msg"] = run_lock.describe(holder) if holder else "free"
+            if state != "read":
+                reply["msg"] = "check mode: no lock taken (a --check run changes nothing)"
             return {**result, **reply}
         me = run_lock.this_run(context.CLIARGS.get("args") or [])
         if state == "released":

@@ -87,6 +87,11 @@ previous:
   returned: always
   type: dict
   sample: {run: "ctl/3f2a:4242:123456", controller: ctl/3f2a, user: alice, pid: 4242, playbooks: [site.yml], since: "2026-12-03T14:10:00Z"}
+alive:
+  description: With C(read), whether the holder's ansible-playbook still runs (true), is gone (false), or cannot be
+    told from this controller or there is no holder (null).
+  returned: state is read
+  type: bool
 took_over:
   description: Whether this run took over the lock of a run that is gone (the message says whose).
   returned: state is held

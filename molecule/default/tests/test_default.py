@@ -249,10 +249,16 @@ def site_rerun(installed_collection):
             ["ansible-playbook", "-i", str(INVENTORY), str(REPO / "playbooks/lane.yml"), "-e", "lane=1m"],
             cwd=REPO, env=_env(), capture_output=True, text=True, timeout=900, check=False,
         )  # fmt: skip
+        # The watch's timer fires meanwhile: a run holds the cluster.
+        watch = subprocess.run(
+            ["ansible-playbook", "-i", str(INVENTORY), str(REPO / "playbooks/watch.yml")],
+            cwd=REPO, env=_env(), capture_output=True, text=True, timeout=900, check=False,
+        )  # fmt: skip
+        first_still_running = thread.is_alive()
     finally:
         thread.join()
     out, changed = first["result"]
-    return out, changed, before, _start_times(), started, (holder, second, _run_lock())
+    return out, changed, before, _start_times(), started, (holder, second, _run_lock(), watch, first_still_running)
 
 
 def test_the_built_collection_holds_no_link_and_renders_from_an_empty_directory(installed_collection):
@@ -273,7 +279,7 @@ def test_a_second_run_while_one_changes_the_cluster_is_refused_at_once_naming_it
     """Two operators: lane.yml -e lane=1m while site.yml runs. The second is refused at its lock, before it reads a
     node, naming the first (playbook, user, controller, ansible-playbook pid, since); the first runs on untouched
     (test_rerun_restarts_nothing) and releases the lock at its end."""
-    holder, second, after = site_rerun[5]
+    holder, second, after, _unused, _unused = site_rerun[5]
     assert holder["playbooks"] == ["site.yml"]  # the installed collection's sparkfleet.vllm.site
     assert second.returncode != 0
     first_error = next(line for line in (second.stdout + second.stderr).splitlines() if line.startswith(("[ERROR]", "fatal:")))
@@ -281,6 +287,19 @@ def test_a_second_run_while_one_changes_the_cluster_is_refused_at_once_naming_it
     assert f"(ansible-playbook pid {holder['pid']}) since {holder['since']}. Nothing was changed by this run. Wait for it to end" in first_error
     assert "TASK [sparkfleet.vllm.preflight" not in second.stdout  # not one node read
     assert after is None
+
+
+def test_the_watch_neither_counts_nor_relaunches_while_a_run_holds_the_cluster(site_rerun):
+    """A lane switch stops every rank on purpose: while a run holds the lock, the watch's timer firing says so and
+    counts no failed probe (three of them would relaunch the engine under that run)."""
+    holder, _unused, _unused, watch, first_still_running = site_rerun[5]
+    assert first_still_running, "site.yml ended before the watch ran: nothing was proven"
+    assert watch.returncode == 0, watch.stdout[-3000:]
+    folded = " ".join(watch.stdout.split())
+    assert f"watch: a run is changing the cluster (site.yml run by {holder['user']} on {holder['controller']}" in folded, folded[-3000:]
+    assert "not probing, not relaunching" in folded
+    assert "watch: healthy" not in folded
+    assert "watch: failing" not in folded
 
 
 def test_the_same_cluster_from_its_cluster_env_changes_nothing(site_rerun):
