@@ -130,14 +130,14 @@ def _engine_files(entry, seen=None):
 
 def _engine_reads(entry, options):
     """The options an entry point reads: named in its files, through the flag table where it renders, and through
-    the defaults those read in turn."""
+    the defaults and computed values (vars/) those read in turn."""
     from ansible_collections.sparkfleet.vllm.plugins.module_utils.serve_args import flag_variables
 
     files = _engine_files(entry)
     names = {name for path in files for name in ENGINE_TOKEN.findall(path.read_text())}
     if ENGINE / "tasks/render.yml" in files:
         names |= set(flag_variables().values())
-    defaults = yaml.safe_load((ENGINE / "defaults/main.yml").read_text())
+    defaults = yaml.safe_load((ENGINE / "defaults/main.yml").read_text()) | yaml.safe_load((ENGINE / "vars/main.yml").read_text())
     todo = list(names)
     while todo:
         for name in ENGINE_TOKEN.findall(yaml.safe_dump(defaults.get(todo.pop()))):
