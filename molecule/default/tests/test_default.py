@@ -481,6 +481,13 @@ def test_a_killed_runs_lock_stays_behind():
     assert (holder["pid"], holder["playbooks"]) == (run.pid, ["lane.yml"])
     assert _run_lock() == holder
     KILLED_RUN.update(holder)
+    # status.yml in between: who held it, and that the next run finishes what it left.
+    output, _unused = _run_playbook("playbooks/status.yml")
+    assert (
+        f"run lock on spark1: lane.yml run by {holder['user']} on {holder['controller']} (ansible-playbook pid {holder['pid']})"
+        f" since {holder['since']}; it ended without releasing it (failed, killed or lost), so what it changed may be half done:"
+        " the next site.yml or lane.yml takes the lock over and finishes it"
+    ) in output, output[-3000:]
 
 
 def test_lane_switch_on_full_nodes_restarts_every_rank_and_only_the_ranks_move_memory():
@@ -598,6 +605,7 @@ def test_stop_leaves_no_rank_and_status_reports_it():
     output, changed = _run_playbook("playbooks/status.yml")
     assert "UNHEALTHY" in output
     assert "ranks up 0/4" in output
+    assert "run lock on spark1: free (no run is changing this engine)" in output  # stop.yml released it
     # The last launch's timeline stays on the head after a stop (the YAML callback prints each line apart).
     assert "last launch:" in output
     assert "readiness of engine sparks, lane 1m" in output  # the lane switch's launch, the last one
