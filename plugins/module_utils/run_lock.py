@@ -99,8 +99,11 @@ def this_run(playbooks, pid=None, proc="/proc", controller=None, now=None):
 
 def holder_alive(holder, controller=None, proc="/proc"):
     """True while the holder's ansible-playbook still runs, False once it is gone, None where this controller cannot
-    tell (the holder ran on another controller)."""
+    tell: the holder ran on another controller, or this one has no /proc to read start times from (macOS), where a
+    holder of this controller must not read as gone."""
     if holder.get("controller") != (controller or controller_id()):
+        return None
+    if process_start(os.getpid(), proc) is None or holder.get("pid_start") in (None, "0"):
         return None
     return process_start(holder.get("pid", 0), proc) == holder.get("pid_start")
 

@@ -93,6 +93,18 @@ def test_a_holder_is_alive_while_its_process_runs_with_the_same_start_time():
     assert run_lock.holder_alive(me, "another/controller") is None  # cannot tell from here
 
 
+def test_a_controller_without_proc_cannot_tell_and_never_takes_a_holder_for_gone(tmp_path):
+    """macOS has no /proc: every holder, this controller's included, is "cannot tell", so a second run from the same
+    Mac is refused (named, with the take-over) instead of taking the lock of a run that still changes the cluster."""
+    no_proc = str(tmp_path / "proc")
+    me = run_lock.this_run(["site.yml"], proc=no_proc, controller=CONTROLLER)
+    assert me["pid_start"] == "0"
+    assert run_lock.holder_alive(me, CONTROLLER, proc=no_proc) is None
+    here = {"controller": CONTROLLER, "pid": os.getpid(), "pid_start": run_lock.process_start(os.getpid())}
+    assert run_lock.holder_alive(here, CONTROLLER, proc=no_proc) is None
+    assert run_lock.holder_alive(dict(here, pid_start="0"), CONTROLLER) is None  # a record a controller without /proc wrote
+
+
 def test_the_run_is_the_nearest_ansible_playbook_process_above(tmp_path):
     """A fake /proc: 200 (a shell) -> 300 (ansible-playbook) -> 400 (a worker: a fork, the same command line) -> 500
     (a module's python)."""
