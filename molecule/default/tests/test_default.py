@@ -231,13 +231,13 @@ def site_rerun(installed_collection):
     cluster_env inventory plugin) rather than hosts.yml. One run proves that a re-run restarts nothing, that
     cluster.env describes the same engine (any difference would relaunch it) and that the collection works
     installed, its data and all. (folded stdout, changed per host, ranks' start times before and after, when
-    it started.) molecule's idempotence step re-ran converge just before."""
+    it started.) It is the scenario's idempotence proof (molecule.yml has no idempotence step)."""
     before, started = _start_times(), time.time()
     # The cpu image's build context with the vLLM wheels `make` fetched: the tarball does not ship ~200 MB of
     # wheels (galaxy.yml's build_ignore), so a user of the installed collection points at such a context.
     context = ("-e", f"engine_image_build_context={REPO / 'images/engine-cpu'}")
     # While it runs, a second operator's lane switch (test_a_second_run_..._is_refused_at_once_naming_it).
-    assert _run_lock() is None, "a run left its lock (converge and idempotence release theirs)"
+    assert _run_lock() is None, "a run left its lock (converge releases its own)"
     first = {}
     thread = threading.Thread(
         target=lambda: first.update(result=_run_installed(installed_collection[0], "sparkfleet.vllm.site", CLUSTER_ENV, "-e", "lane=500k", *context))
