@@ -33,4 +33,5 @@ class FilterModule:
             "redact_env": _wrap(serve_args.redact_env),
             "checked_gmu": _wrap(gpu_memory.check_gmu),
             "serve_flag_variables": _wrap(serve_args.flag_variables),
+            "serve_flag_argument_spec": _wrap(serve_args.flag_argument_spec),
         }

@@ -151,6 +151,7 @@ class Flag(NamedTuple):
     owner: str  # what a user sets to change it: the engine role's variable, or where the value comes from
     render: Callable[[Any], Any] = lambda value: value  # the value -> argv: None, False or "" omit the flag, True is bare
     default: Any = None  # when the settings do not carry the key
+    setting: dict | None = None  # the owner variable's argument spec (type, description): the render checks it
 
 
 def _bare(value):
@@ -161,37 +162,98 @@ def _unless_auto(value):
     return None if value in (None, "auto") else value
 
 
+def _setting(kind, description):
+    return {"type": kind, "description": description}
+
+
 _LANE = "the lane (-e lane=..., lanes / lane_overrides)"
 
 # The flag table: one row per flag, in the argv's order (the recipe's); the engine's extra args go between
 # the settings' flags and the rank's place. A row whose owner is an engine_* variable is a setting of the
-# engine role (roles/engine/defaults/main.yml and its argument_specs, checked by a unit test); the render
-# passes every one of them (filter serve_flag_variables). Adding a flag is a row here and a default there.
+# engine role: its default is in roles/engine/defaults/main.yml, its type and description here (the render
+# checks every one against it: filter serve_flag_argument_spec), and the render passes it (filter
+# serve_flag_variables). Adding a flag is a row here and a default there. A setting other tasks read as well
+# is also an option of their entry points (argument_specs), with the same type and description (unit test).
 FLAGS = (
-    Flag("served-model-name", "served_model_name", "engine_served_model_name"),
-    Flag("host", "host", "engine_api_host", default="0.0.0.0"),
-    Flag("port", "port", "engine_port", default=8000),
-    Flag("trust-remote-code", "trust_remote_code", "engine_trust_remote_code", _bare),
-    Flag("dtype", "dtype", "engine_dtype", _unless_auto),
-    Flag("load-format", "load_format", "engine_load_format", _unless_auto),
-    Flag("reasoning-parser", "reasoning_parser", "engine_reasoning_parser"),
-    Flag("tool-call-parser", "tool_call_parser", "engine_tool_call_parser"),
-    Flag("enable-auto-tool-choice", "enable_auto_tool_choice", "engine_enable_auto_tool_choice", _bare),
-    Flag("speculative-config", "mtp_num_speculative_tokens", "engine_mtp_num_speculative_tokens", speculative_config),
+    Flag("served-model-name", "served_model_name", "engine_served_model_name", setting=_setting("str", "The model name clients ask for.")),
+    Flag(
+        "host",
+        "host",
+        "engine_api_host",
+        default="0.0.0.0",
+        setting=_setting("str", "Address the head's API binds to (an IP address; 0.0.0.0 = every interface, 127.0.0.1 = the head only)."),
+    ),
+    Flag("port", "port", "engine_port", default=8000, setting=_setting("int", "The head's API port.")),
+    Flag("trust-remote-code", "trust_remote_code", "engine_trust_remote_code", _bare, setting=_setting("bool", "Pass --trust-remote-code.")),
+    Flag("dtype", "dtype", "engine_dtype", _unless_auto, setting=_setting("str", "--dtype (C(auto) omits the flag).")),
+    Flag(
+        "load-format",
+        "load_format",
+        "engine_load_format",
+        _unless_auto,
+        setting=_setting("str", "--load-format (C(auto) omits the flag; C(dummy) on the cpu profile)."),
+    ),
+    Flag("reasoning-parser", "reasoning_parser", "engine_reasoning_parser", setting=_setting("str", "vLLM reasoning parser; empty for none.")),
+    Flag("tool-call-parser", "tool_call_parser", "engine_tool_call_parser", setting=_setting("str", "vLLM tool-call parser; empty for none.")),
+    Flag(
+        "enable-auto-tool-choice",
+        "enable_auto_tool_choice",
+        "engine_enable_auto_tool_choice",
+        _bare,
+        setting=_setting("bool", "Pass --enable-auto-tool-choice."),
+    ),
+    Flag(
+        "speculative-config",
+        "mtp_num_speculative_tokens",
+        "engine_mtp_num_speculative_tokens",
+        speculative_config,
+        setting=_setting("int", "MTP speculative tokens (k); 0 turns speculative decoding off."),
+    ),
     Flag("tensor-parallel-size", "tensor_parallel", "engine_tensor_parallel_size (the engine group's nodes x engine_gpus_per_node)"),
     Flag("pipeline-parallel-size", "pipeline_parallel", "engine_pipeline_parallel_size"),
     Flag("max-model-len", "max_model_len", _LANE),
     Flag("max-num-seqs", "max_num_seqs", _LANE),
-    Flag("max-num-batched-tokens", "max_num_batched_tokens", "engine_max_num_batched_tokens"),
-    Flag("gpu-memory-utilization", "gpu_memory_utilization", "engine_gpu_memory_utilization"),
+    Flag(
+        "max-num-batched-tokens",
+        "max_num_batched_tokens",
+        "engine_max_num_batched_tokens",
+        setting=_setting("int", "--max-num-batched-tokens (4096 is too small with MTP draft slots)."),
+    ),
+    Flag(
+        "gpu-memory-utilization",
+        "gpu_memory_utilization",
+        "engine_gpu_memory_utilization",
+        setting=_setting("float", "--gpu-memory-utilization (the profile's, 0.85; 0.89+ kills a GB10 head with NV_ERR_NO_MEMORY)."),
+    ),
     # Sized by the role from gmu x the node's memory where the engine itself would read the host's
     # (vLLM's CPU build reads libnuma's node, not the node's memory cgroup).
-    Flag("kv-cache-memory-bytes", "kv_cache_memory_bytes", "engine_kv_cache_memory_bytes (the profile's kv_cache_from_gmu)"),
-    Flag("block-size", "block_size", "engine_block_size"),
-    Flag("kv-cache-dtype", "kv_cache_dtype", "engine_kv_cache_dtype", _unless_auto),
-    Flag("async-scheduling", "async_scheduling", "engine_async_scheduling", _bare),
-    Flag("enforce-eager", "enforce_eager", "engine_enforce_eager", _bare),
-    Flag("distributed-executor-backend", "distributed_executor_backend", "engine_distributed_executor_backend", default="mp"),
+    Flag(
+        "kv-cache-memory-bytes",
+        "kv_cache_memory_bytes",
+        "engine_kv_cache_memory_bytes (the profile's kv_cache_from_gmu)",
+        setting=_setting(
+            "int",
+            "C(--kv-cache-memory-bytes) per rank. Computed for profiles with C(kv_cache_from_gmu) (the cpu profile) as gmu x the node's memory"
+            " (its memory cgroup's limit where it has one) minus C(non_kv_gib); unset otherwise (vLLM sizes KV from gmu itself on a GPU).",
+        ),
+    ),
+    Flag("block-size", "block_size", "engine_block_size", setting=_setting("int", "--block-size (2304 on SM121); unset for vLLM's default.")),
+    Flag(
+        "kv-cache-dtype",
+        "kv_cache_dtype",
+        "engine_kv_cache_dtype",
+        _unless_auto,
+        setting=_setting("str", "--kv-cache-dtype (fp8_e4m3 on gb10; C(auto) omits the flag)."),
+    ),
+    Flag("async-scheduling", "async_scheduling", "engine_async_scheduling", _bare, setting=_setting("bool", "Pass --async-scheduling.")),
+    Flag("enforce-eager", "enforce_eager", "engine_enforce_eager", _bare, setting=_setting("bool", "Pass --enforce-eager (off on gb10 to keep CUDA graphs).")),
+    Flag(
+        "distributed-executor-backend",
+        "distributed_executor_backend",
+        "engine_distributed_executor_backend",
+        default="mp",
+        setting=_setting("str", "--distributed-executor-backend (multi-node needs mp)."),
+    ),
     # The rank's place in the engine comes last, as in the recipe.
     Flag("nnodes", "nnodes", "the engine group in the inventory"),
     Flag("node-rank", "node_rank", "the node's place in the engine group (the inventory)"),
@@ -222,6 +284,13 @@ def flag_variables(role="engine"):
     if strangers:
         raise ServeArgsError(f"The flag table's settings {', '.join(strangers)} are not variables of role {role!r}.")
     return variables
+
+
+def flag_argument_spec(role="engine"):
+    """The argument spec of every setting the flag table owns ({variable: {type, description}}), which the render
+    validates (ansible.builtin.validate_argument_spec): the table is where a flag's setting is declared."""
+    flag_variables(role)  # a row naming another role's variable is refused
+    return {row.owner.split(" ")[0]: dict(row.setting) for row in FLAGS if row.setting}
 
 
 def _flag_name(item):

@@ -129,14 +129,15 @@ def _engine_files(entry, seen=None):
 
 
 def _engine_reads(entry, options):
-    """The options an entry point reads: named in its files, through the flag table where it renders, and through
-    the defaults and computed values (vars/) those read in turn."""
-    from ansible_collections.sparkfleet.vllm.plugins.module_utils.serve_args import flag_variables
+    """The options an entry point reads: named in its files, and through the defaults and computed values (vars/)
+    those read in turn. What the render reads through the flag table is declared and checked by the table
+    (serve_flag_argument_spec), not listed here."""
+    from ansible_collections.sparkfleet.vllm.plugins.module_utils.serve_args import OTHER_SETTINGS
 
     files = _engine_files(entry)
     names = {name for path in files for name in ENGINE_TOKEN.findall(path.read_text())}
     if ENGINE / "tasks/render.yml" in files:
-        names |= set(flag_variables().values())
+        names |= set(OTHER_SETTINGS.values())  # the model, GPUs per node, TP and PP: no flag row of their own
     defaults = yaml.safe_load((ENGINE / "defaults/main.yml").read_text()) | yaml.safe_load((ENGINE / "vars/main.yml").read_text())
     todo = list(names)
     while todo:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import pathlib
 
+from unittest import mock
+
 import pytest
 import yaml
 
@@ -313,10 +315,35 @@ def test_the_flag_table_is_the_argv_the_owners_and_the_settings():
     assert sa.flag_variables()["host"] == "engine_api_host"
 
 
+ENGINE_SPECS = yaml.safe_load((REPO / "roles/engine/meta/argument_specs.yml").read_text())["argument_specs"]
+
+
+def _words(description):
+    return " ".join(" ".join(description if isinstance(description, list) else [description]).split())
+
+
 @pytest.mark.parametrize("variable", sorted(set(sa.flag_variables().values())))
-def test_every_setting_of_the_flag_table_has_a_default_and_an_option_of_the_engine_role(variable):
+def test_every_setting_of_the_flag_table_has_a_default_and_is_declared_once(variable):
+    """A flag's setting: a default in the role, its type and description in its row of the table (the render checks
+    the value against them). Where an entry point lists it too (other tasks read it), the same type and words."""
     assert variable in ENGINE_DEFAULTS, f"add {variable} to roles/engine/defaults/main.yml"
-    assert variable in ENGINE_OPTIONS, f"document {variable} in roles/engine/meta/argument_specs.yml (main)"
+    spec = sa.flag_argument_spec().get(variable) or ENGINE_OPTIONS.get(variable)
+    assert spec, f"give {variable}'s row of the flag table its setting (type, description)"
+    for entry, options in ((entry, spec_["options"]) for entry, spec_ in ENGINE_SPECS.items()):
+        if variable in options and variable in sa.flag_argument_spec():
+            listed = options[variable]
+            assert (listed["type"], _words(listed["description"])) == (spec["type"], _words(spec["description"])), (entry, variable)
+
+
+def test_adding_a_flag_is_a_row_and_a_default():
+    """The table declares a new setting: the render's argument spec and its argv follow from the row alone."""
+    row = sa.Flag("max-num-partial-prefills", "max_num_partial_prefills", "engine_max_num_partial_prefills", setting={"type": "int", "description": "x"})
+    table = (*sa.FLAGS[:-5], row, *sa.FLAGS[-5:])
+    with mock.patch.object(sa, "FLAGS", table):
+        assert sa.flag_argument_spec()["engine_max_num_partial_prefills"] == {"type": "int", "description": "x"}
+        assert sa.flag_variables()["max_num_partial_prefills"] == "engine_max_num_partial_prefills"
+        argv = sa.serve_argv({**settings_for("gb10"), "max_num_partial_prefills": 2}, LANES["500k"], 0, 4, HEAD, 29500)
+    assert argv[argv.index("--max-num-partial-prefills") + 1] == "2"
 
 
 def test_a_row_naming_another_roles_variable_is_refused():

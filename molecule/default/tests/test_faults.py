@@ -128,6 +128,10 @@ BAD_INPUT = {
     ),
     "a bad environment variable name": (['-e', '{"engine_extra_env": {"NCCL-DEBUG": "INFO"}}'], "Environment variable name 'NCCL-DEBUG' is not valid"),
     "a head outside the engine group": (["-e", "engine_head=spark9"], "engine_head 'spark9' is not a host of engine group 'sparks'"),
+    "a flag setting of the wrong type": (
+        ["-e", "engine_max_num_batched_tokens=lots"],
+        "A vLLM flag setting has the wrong type: argument 'engine_max_num_batched_tokens' is of type str",
+    ),
     "a flag the lane owns, in extra args": (
         ["-e", '{"engine_extra_args": ["--max-model-len", "9"]}'],
         "engine_extra_args sets --max-model-len, which the lane (-e lane=..., lanes / lane_overrides) owns",
