@@ -169,8 +169,8 @@ def _snapshot():
     return {node: _node(node, command) for node in NODES}
 
 
-def _host_playbook(*extra, playbook="host.yml"):
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+def _host_playbook(*extra, playbook="host.yml", env=None):
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1", **(env or {}))
     result = subprocess.run(
         ["ansible-playbook", "-i", str(INVENTORY), str(REPO / "playbooks" / playbook), *extra],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False,
@@ -203,20 +203,47 @@ def test_mixed_drivers_on_dgx_os_install_nothing_reboot_nothing_and_name_every_n
         _node("spark2", f"{apt_get} install {DGX_DRIVER[0]}={DGX_DRIVER[1]} >/dev/null && /opt/sparkfleet-sim/bin/sim-reboot")
 
 
-# A node that fails is a row of the table, not the end of the others' rehearsal.
+# A stock user on nodes that already hold the image, one node without its RDMA devices: one run for both.
 
 
-def test_a_node_without_its_rdma_devices_is_its_row_with_the_fix_and_the_others_stay_ready(second_run):
-    """spark3 loses /dev/infiniband (a driver that did not load; Docker makes a container with a missing device and
-    refuses only to start it). The rehearsal runs on to the end on every node: spark3's row says what Docker refused
-    and the fix, the other three are ready, and the run fails naming spark3."""
+@pytest.fixture(scope="module")
+def stock_user_run(second_run, tmp_path_factory):
+    """rehearse.yml on nodes as a user comes to them after the hand recipe: the image already on every node (pulled
+    with sudo), the deploy user not in the docker group, and spark3 without /dev/infiniband (a driver that did not
+    load). New SSH connections (a fresh control path), so that the user's groups are read again."""
     report_file = REPO / "reports/rehearsal-sparks.json"
+    env = {"ANSIBLE_SSH_CONTROL_PATH_DIR": str(tmp_path_factory.mktemp("cp"))}
     try:
+        for node in NODES:
+            _node(node, "gpasswd -d nvidia docker >/dev/null")
         _node("spark3", "mv /dev/infiniband /dev/infiniband.away")
-        rc, out = _host_playbook(playbook="rehearse.yml")
+        rc, out = _host_playbook(playbook="rehearse.yml", env=env)
         rows = {row["node"]: row for row in json.loads(report_file.read_text())["rows"]}
+        groups = {node: _node(node, "id -nG nvidia").split() for node in NODES}
     finally:
         _node("spark3", "[ -e /dev/infiniband ] || mv /dev/infiniband.away /dev/infiniband")
+        for node in NODES:
+            _node(node, "usermod -aG docker nvidia")
+    return rc, out, rows, groups
+
+
+def test_a_stock_user_reads_the_image_the_nodes_already_hold_and_burns_them_in_preflight(stock_user_run):
+    """Docker's socket refuses a stock DGX OS user: preflight's reads go through sudo, so the image the nodes hold
+    reads as held (not as "no image" through a refused socket), and the clock burn runs in preflight, not later."""
+    _, out, _, groups = stock_user_run
+    preflight = out.split("PLAY [Prepare the nodes]")[0]
+    assert "Clock burn not run on" not in preflight, preflight[-3000:]
+    burn = preflight.split("TASK [sparkfleet.vllm.preflight : Burn each GPU for a few seconds and read its SM clock]")[1].split("TASK [")[0]
+    for node in NODES:
+        assert f"ok: [{node}]" in burn, burn  # its container made with the image the node held (docker create)
+        assert "docker" in groups[node], (node, groups[node])  # the host role gave the group back
+
+
+def test_a_node_without_its_rdma_devices_is_its_row_with_the_fix_and_the_others_stay_ready(stock_user_run):
+    """spark3 lost /dev/infiniband (Docker makes a container with a missing device and refuses only to start it).
+    The rehearsal runs on to the end on every node: spark3's row says what Docker refused and the fix, the other
+    three are ready, and the run fails naming spark3."""
+    rc, out, rows, _ = stock_user_run
     assert rc != 0, out[-3000:]
     assert "The rehearsal found 1 of 4 nodes not ready: spark3. Each one's row says what is missing and the fix" in out, out[-3000:]
     assert [node for node, row in rows.items() if row["verdict"] == "ready"] == ["spark1", "spark2", "spark4"]
