@@ -163,6 +163,56 @@ def test_head_streams_a_chat_completion(thinking):
     assert any(delta.get(field) for delta in chunks), f"no delta.{field} in {chunks}"
 
 
+# The front door (docs/front-door.md): HAProxy on the head. molecule's inventory keeps its queue at 2.
+FRONT_DOOR = "http://192.168.100.11:8080"
+FRONT_DOOR_QUEUE, RETRY_AFTER = 2, "7"
+# About 10 s each on the cpu engine (~18 tokens/s alone): streams a drain waits for / that hold the slots a while.
+DRAINED_STREAM_TOKENS, ADMISSION_STREAM_TOKENS = 200, 200
+
+
+def _front_door_stream(tokens, result):
+    """One chat completion streamed through the front door, exactly `tokens` tokens long (ignore_eos); fills
+    result with its status, the chunks seen, the finish reason, and the client's error if the stream broke."""
+    body = {
+        "model": "glm-5.3-flash",
+        "messages": [{"role": "user", "content": "Count to a thousand."}],
+        "max_tokens": tokens,
+        "ignore_eos": True,
+        "stream": True,
+    }
+    result.update(chunks=0, finish=None, error=None)
+    try:
+        with httpx.stream("POST", f"{FRONT_DOOR}/v1/chat/completions", json=body, timeout=600) as response:
+            result["status"] = response.status_code
+            for line in response.iter_lines():
+                if line.startswith("data: {"):
+                    for choice in json.loads(line[len("data: ") :])["choices"]:
+                        result["chunks"] += 1
+                        result["finish"] = choice.get("finish_reason") or result["finish"]
+    except httpx.HTTPError as error:
+        result["error"] = f"{type(error).__name__}: {error}"
+
+
+def _front_door_servers():
+    """HAProxy's `show stat` on the head: {engine or BACKEND: {status, scur, qcur, smax, ...}} (the queue is the backend's)."""
+    script = (
+        "import socket; s = socket.socket(socket.AF_UNIX); s.connect('/run/haproxy/sparkfleet.sock'); s.sendall(b'show stat\\n'); print(s.makefile().read())"
+    )
+    text = subprocess.run(["docker", "exec", "spark1", "python3", "-c", script], capture_output=True, text=True, check=True).stdout
+    header, *rows = [line.lstrip("# ").split(",") for line in text.splitlines() if line.strip()]
+    table = [dict(zip(header, row, strict=False)) for row in rows]
+    return {row["svname"]: row for row in table if row["pxname"] == "engines"}
+
+
+def _wait_until(predicate, timeout, what):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"not reached in {timeout} s: {what}")
+
+
 CLUSTER_ENV = REPO / "molecule/resources/inventory-cluster-env/cluster.env"
 
 
@@ -494,8 +544,49 @@ def test_lane_switch_on_full_nodes_restarts_every_rank_and_only_the_ranks_move_m
     """500k -> 1m while the engine holds most of every node: the relaunch fits because the old ranks'
     memory is the engine's own; the idle-GPU checks run after they stop; memory outside the ranks stays put."""
     before, memory_before, started = _start_times(), {name: _node_memory(name) for name in RANKS}, time.time()
-    output, changed = _run_playbook("playbooks/lane.yml", "-e", "lane=1m")
+    # Users stream through the front door all along (two clients, each starting its next stream when one ends, so
+    # that one is always in flight); another client asks for one token every half second.
+    streams, switch, refused, stop = [], {}, [], threading.Event()
+
+    def keep_streaming():
+        while not stop.is_set():
+            result = {}
+            _front_door_stream(DRAINED_STREAM_TOKENS, result)
+            streams.append(result)
+            if result.get("status") != 200:
+                return
+
+    clients = [threading.Thread(target=keep_streaming) for _unused in range(2)]
+    for client in clients:
+        client.start()
+        time.sleep(4)
+    switching = threading.Thread(target=lambda: switch.update(result=_run_playbook("playbooks/lane.yml", "-e", "lane=1m")))
+    switching.start()
+    while switching.is_alive() and not refused:
+        answer = httpx.post(
+            f"{FRONT_DOOR}/v1/chat/completions", json={"model": "glm-5.3-flash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}, timeout=120
+        )
+        if answer.status_code != 200:
+            refused.append(answer)
+        time.sleep(0.5)
+    stop.set()
+    switching.join()
+    for client in clients:
+        client.join()
+    output, changed = switch["result"]
     after, memory_after = _start_times(), {name: _node_memory(name) for name in RANKS}
+    # Drained: the streams in flight ran to their end before the ranks stopped, and a request during the drain got
+    # 503 at once; no stream that began was cut or ended without its finish reason.
+    drained = re.search(r"waited for (\d+) request\(s\) in flight, cut 0 at the 120 s drain timeout", output)
+    assert drained, output[-5000:]
+    assert int(drained.group(1)) >= 1
+    assert output.index("Drain the engine out of the front door before its ranks stop") < output.index("Stop this node's rank (kept")
+    served = [result for result in streams if result.get("status") == 200]
+    assert served, streams
+    assert [(result["finish"], result["error"]) for result in served] == [("length", None)] * len(served), served
+    assert refused, "no request was refused during the drain"
+    assert (refused[0].status_code, refused[0].headers.get("retry-after")) == (503, RETRY_AFTER), refused[0].text
+    assert "No engine takes requests now (drained for a planned stop, or down)" in refused[0].json()["error"]["message"]
     for name in RANKS:
         assert after[name] != before[name], f"{name} was not restarted"
         assert f"--max-model-len {LANES['1m'][0]}" in after[name]
@@ -550,6 +641,38 @@ def test_lane_switch_on_full_nodes_restarts_every_rank_and_only_the_ranks_move_m
     assert {rank["image_id"] for rank in timeline["attestation"]["ranks"].values()} == {head_image}
 
 
+def _three_in_flight_and_the_queue_full():
+    rows = _front_door_servers()
+    return (int(rows["sparks"]["scur"]), int(rows["BACKEND"]["qcur"])) == (int(LANES["1m"][1]), FRONT_DOOR_QUEUE)
+
+
+def test_the_front_door_admits_the_lanes_slots_queues_past_them_and_refuses_past_the_queue():
+    """Lane 1m has 3 sequence slots: 3 + 2 streams at once, 3 run and 2 wait in the front door's queue; one more
+    request gets 429 with Retry-After at once; the queued ones are served as slots free up. The engine never
+    held more than its slots."""
+    streams = [{} for _unused in range(int(LANES["1m"][1]) + FRONT_DOOR_QUEUE)]
+    threads = [threading.Thread(target=_front_door_stream, args=(ADMISSION_STREAM_TOKENS, result)) for result in streams]
+    for thread in threads:
+        thread.start()
+    try:
+        _wait_until(
+            _three_in_flight_and_the_queue_full,
+            120,
+            "3 streams in flight and 2 in the queue",
+        )
+        extra = httpx.post(
+            f"{FRONT_DOOR}/v1/chat/completions", json={"model": "glm-5.3-flash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}, timeout=30
+        )
+    finally:
+        for thread in threads:
+            thread.join()
+    assert extra.status_code == 429, (extra.status_code, extra.text)
+    assert extra.headers["retry-after"] == RETRY_AFTER
+    assert "Every sequence slot of the engines is taken and 2 requests already wait" in extra.json()["error"]["message"]
+    assert [(result["status"], result["finish"], result["error"]) for result in streams] == [(200, "length", None)] * len(streams)
+    assert int(_front_door_servers()["sparks"]["smax"]) == int(LANES["1m"][1])
+
+
 def test_a_foreign_process_holding_a_workers_memory_refuses_a_relaunch_before_any_rank_stops():
     """Memory that is not the engine's is not available: the switch back is refused on the worker that
     lacks it, naming the process, before any rank stops; the engine keeps serving. Without it, the
@@ -593,7 +716,16 @@ def test_a_foreign_process_holding_a_workers_memory_refuses_a_relaunch_before_an
 
 
 def test_stop_leaves_no_rank_and_status_reports_it():
-    _run_playbook("playbooks/stop.yml")
+    """stop.yml drains first: a stream longer than the drain timeout is cut, and its client sees an error."""
+    in_flight = {}
+    streamer = threading.Thread(target=_front_door_stream, args=(DRAINED_STREAM_TOKENS * 3, in_flight))
+    streamer.start()
+    _wait_until(lambda: in_flight.get("chunks", 0) >= 2, 120, "the stream's first tokens")
+    output, _unused = _run_playbook("playbooks/stop.yml", "-e", "front_door_drain_timeout_s=3")
+    streamer.join()
+    assert "waited for 1 request(s) in flight, cut 1 at the 3 s drain timeout" in output, output[-3000:]
+    assert in_flight["error"], in_flight  # broken: the client sees it, not a stream that ends as if complete
+    assert in_flight["finish"] is None, in_flight
     for name in RANKS:
         left = subprocess.run(
             ["docker", "exec", name, "sh", "-c", f"docker ps -aq --filter name={CONTAINER}; pgrep -af '[v]llm serve' || true"],

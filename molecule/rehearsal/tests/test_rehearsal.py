@@ -230,7 +230,7 @@ def stock_user_run(second_run, tmp_path_factory):
 def test_a_stock_user_reads_the_image_the_nodes_already_hold_and_burns_them_in_preflight(stock_user_run):
     """Docker's socket refuses a stock DGX OS user: preflight's reads go through sudo, so the image the nodes hold
     reads as held (not as "no image" through a refused socket), and the clock burn runs in preflight, not later."""
-    _, out, _, groups = stock_user_run
+    _unused, out, _unused, groups = stock_user_run
     preflight = out.split("PLAY [Prepare the nodes]")[0]
     assert "Clock burn not run on" not in preflight, preflight[-3000:]
     burn = preflight.split("TASK [sparkfleet.vllm.preflight : Burn each GPU for a few seconds and read its SM clock]")[1].split("TASK [")[0]
@@ -243,7 +243,7 @@ def test_a_node_without_its_rdma_devices_is_its_row_with_the_fix_and_the_others_
     """spark3 lost /dev/infiniband (Docker makes a container with a missing device and refuses only to start it).
     The rehearsal runs on to the end on every node: spark3's row says what Docker refused and the fix, the other
     three are ready, and the run fails naming spark3."""
-    rc, out, rows, _ = stock_user_run
+    rc, out, rows, _unused = stock_user_run
     assert rc != 0, out[-3000:]
     assert "The rehearsal found 1 of 4 nodes not ready: spark3. Each one's row says what is missing and the fix" in out, out[-3000:]
     assert [node for node, row in rows.items() if row["verdict"] == "ready"] == ["spark1", "spark2", "spark4"]
