@@ -1,0 +1,86 @@
+#!/usr/bin/env python
+"""Benchmark (not a test): what the front door adds to a stream, against the engine reached directly.
+
+For each target (the engine's own port, the front door, and any other endpoint given with --also, such as a
+vllm-router in front of the same engine) it streams the same chat completion at 1 and at N concurrent streams,
+in alternating rounds so that the engine's drift falls on every target alike, and prints each target's median
+time to first token and median time per token after the first, with its ratio to the direct engine's in the
+same run.
+
+Needs the simulated cluster up with the engine and its front door (`make demo`).
+Usage: benchmarks/front_door.py [--rounds 5] [--streams 4] [--tokens 48] [--also NAME=URL ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import statistics
+import time
+
+import httpx
+
+HEAD = "192.168.100.11"
+MODEL = "glm-5.3-flash"
+
+
+def stream(url: str, tokens: int) -> tuple[float, float]:
+    """One streamed chat completion -> (time to first token, seconds per token after it)."""
+    body = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "Count slowly from one to one hundred."}],
+        "max_tokens": tokens,
+        "ignore_eos": True,
+        "stream": True,
+    }
+    started, first, last, count = time.perf_counter(), None, None, 0
+    with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=300) as response:
+        response.raise_for_status()
+        for line in response.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            choices = json.loads(line[6:]).get("choices") or [{}]
+            delta = choices[0].get("delta", {})
+            if delta.get("content") or delta.get("reasoning") or delta.get("reasoning_content"):  # thinking counts
+                last = time.perf_counter()
+                first = first or last
+                count += 1
+    if first is None:
+        raise RuntimeError(f"{url}: no token streamed")
+    return first - started, (last - first) / max(count - 1, 1)
+
+
+def wave(url: str, streams: int, tokens: int) -> list[tuple[float, float]]:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=streams) as pool:
+        return list(pool.map(lambda _unused: stream(url, tokens), range(streams)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--streams", type=int, default=4, help="the concurrent streams of the second wave")
+    parser.add_argument("--tokens", type=int, default=48)
+    parser.add_argument("--also", action="append", default=[], metavar="NAME=URL", help="another endpoint before the same engine")
+    args = parser.parse_args()
+    targets = {"engine (direct)": f"http://{HEAD}:8000", "front door (HAProxy)": f"http://{HEAD}:8080"}
+    targets.update(dict(item.split("=", 1) for item in args.also))
+    for url in targets.values():  # warm every path once (connections, the engine's first batch)
+        stream(url, 4)
+    for streams in (1, args.streams):
+        samples: dict[str, list[tuple[float, float]]] = {name: [] for name in targets}
+        for _round in range(args.rounds):
+            for name, url in targets.items():
+                samples[name].extend(wave(url, streams, args.tokens))
+        direct_ttft = statistics.median(ttft for ttft, _unused in samples["engine (direct)"])
+        direct_tpot = statistics.median(tpot for _unused, tpot in samples["engine (direct)"])
+        print(f"\n{streams} stream(s) at once, {args.rounds} rounds, {args.tokens} tokens each")
+        print(f"  {'target':<24} {'TTFT ms':>9} {'x direct':>9} {'ms/token':>9} {'x direct':>9}")
+        for name, rows in samples.items():
+            ttft = statistics.median(row[0] for row in rows)
+            tpot = statistics.median(row[1] for row in rows)
+            print(f"  {name:<24} {ttft * 1000:>9.1f} {ttft / direct_ttft:>9.3f} {tpot * 1000:>9.2f} {tpot / direct_tpot:>9.3f}")
+
+
+if __name__ == "__main__":
+    main()
