@@ -30,7 +30,8 @@ demo:
 	ansible-playbook -i localhost, molecule/resources/playbooks/sim_up.yml; \
 	ansible-playbook -i $(SIM_INVENTORY) site.yml -e lane=$(LANE); \
 	echo; echo "make demo: done in $$(( $$(date +%s) - start )) s."; \
-	echo "  API:    http://192.168.100.11:8000/v1  (model glm-5.3-flash; curl it from this machine)"; \
+	echo "  API:    http://192.168.100.11:8080/v1  (the front door; model glm-5.3-flash; curl it from this machine)"; \
+	echo "          http://192.168.100.11:8000/v1  (the engine itself)"; \
 	echo "  status: $(BIN)/ansible-playbook -i $(SIM_INVENTORY) playbooks/status.yml"; \
 	echo "  stop:   $(BIN)/ansible-playbook -i $(SIM_INVENTORY) playbooks/stop.yml;  remove the nodes: make sim-down"
 
