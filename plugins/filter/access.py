@@ -22,6 +22,7 @@ class FilterModule:
         return {
             "firewall_rules": _wrap(access.firewall_rules),
             "checked_api_key": _wrap(access.checked_api_key),
+            "checked_front_door_clients": _wrap(access.checked_front_door_clients),
             "checked_extra_args": _wrap(access.checked_extra_args),
             "checked_bind_address": _wrap(access.checked_bind_address),
             "checked_ports": _wrap(access.checked_ports),

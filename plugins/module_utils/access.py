@@ -39,6 +39,40 @@ def checked_api_key(key):
     return key
 
 
+CLIENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def checked_front_door_clients(clients):
+    """The front door's clients, [{name, key}]: each name a word, each key a bearer token of its own. [] means no key
+    is asked at the front door. Messages name the client, never quote a key."""
+    if clients is None or clients == "":
+        return []
+    if isinstance(clients, (str, dict)) or not isinstance(clients, (list, tuple)):
+        raise AccessError(f"front_door_clients must be a list of {{name, key}}, got a {type(clients).__name__}.")
+    names, keys = set(), set()
+    for position, client in enumerate(clients, start=1):
+        if not isinstance(client, dict) or set(client) != {"name", "key"}:
+            raise AccessError(f"front_door_clients entry {position} must have exactly a name and a key (vaulted): {{name: alice, key: ...}}.")
+        name = str(client["name"])
+        if not CLIENT_NAME.match(name):
+            raise AccessError(
+                f"front_door_clients name {name!r} must be a word of letters, digits, '.', '_' or '-' (at most 64): the log and the request counts carry it."
+            )
+        if name in names:
+            raise AccessError(f"front_door_clients names {name!r} twice: give each client one entry.")
+        try:
+            key = checked_api_key(client["key"])
+        except AccessError as error:
+            raise AccessError(f"front_door_clients {name!r}: {str(error).replace('engine_api_key', 'its key')}") from None
+        if not key:
+            raise AccessError(f"front_door_clients {name!r} has an empty key: give it one (openssl rand -hex 24, then ansible-vault encrypt_string).")
+        if key in keys:
+            raise AccessError(f"front_door_clients {name!r} has the key of another client: each client needs its own, so that removing one stops only it.")
+        names.add(name)
+        keys.add(key)
+    return list(clients)
+
+
 def checked_extra_args(extra_args):
     """Refuse a key in engine_extra_args: argv is readable by every local user and shown in reports."""
     for item in extra_args or []:

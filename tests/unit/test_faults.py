@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -167,3 +168,25 @@ def test_a_printed_rule_becomes_the_argv_that_deletes_it_without_a_shell():
     assert access.firewall_delete_argv('-A INPUT -m comment --comment "sparkfleet:x; rm -rf /" -j DROP')[5] == "sparkfleet:x; rm -rf /"
     with pytest.raises(access.AccessError, match="is not a rule line"):
         access.firewall_delete_argv("-P INPUT ACCEPT")
+
+
+def test_front_door_clients_are_named_each_with_a_key_of_its_own_and_no_message_quotes_a_key():
+    alice, bob = {"name": "alice", "key": "a" * 20}, {"name": "bob.ci", "key": "b" * 20}
+    assert access.checked_front_door_clients([alice, bob]) == [alice, bob]
+    assert access.checked_front_door_clients([]) == []
+    assert access.checked_front_door_clients(None) == []
+    cases = [
+        ({"name": "alice"}, "entry 2 must have exactly a name and a key"),
+        ({"name": "al ice", "key": "c" * 20}, "name 'al ice' must be a word"),
+        ({"name": "alice", "key": "d" * 20}, "names 'alice' twice"),
+        ({"name": "carol", "key": "short-key"}, "'carol': its key is 9 characters long; use at least 16"),
+        ({"name": "dave", "key": "a" * 20}, "'dave' has the key of another client"),
+        ({"name": "erin", "key": ""}, "'erin' has an empty key"),
+    ]
+    for bad, message in cases:
+        with pytest.raises(access.AccessError, match=re.escape(message)) as raised:
+            access.checked_front_door_clients([alice, bad])
+        assert "a" * 20 not in str(raised.value)
+        assert "short-key" not in str(raised.value)
+    with pytest.raises(access.AccessError, match="must be a list of"):
+        access.checked_front_door_clients({"name": "alice", "key": "a" * 20})
