@@ -21,7 +21,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 help:
 	@echo "make demo      deploy the engine on the simulated four-Spark cluster (LANE=$(LANE))"
-	@echo "make test      lint + unit + ansible-test sanity (side by side), integration, molecule (create, converge, idempotence, verify, destroy), the gb10 rehearsal"
+	@echo "make test      lint + unit + ansible-test sanity (side by side), integration, molecule (create, converge, verify with its changed=0 re-run, destroy), the gb10 rehearsal"
 	@echo "make sim-up    bring the simulated cluster up;  make sim-down  remove it (images are kept; make clean: not even those)"
 
 demo:
@@ -68,8 +68,9 @@ sanity: $(VENV)/.installed
 	tests/sanity/run.sh
 	@$(call STAGE,end)
 
-# stream_bench against a real vLLM CPU server the tests start (tests/integration/conftest.py).
-integration: $(VENV)/.installed $(VENV)/.vllm-installed | $(COLLECTION_LINK)
+# stream_bench, and the front door's HAProxy configuration, against a real vLLM CPU server the tests start
+# (tests/integration/conftest.py).
+integration: host-check $(VENV)/.installed $(VENV)/.vllm-installed | $(COLLECTION_LINK)
 	pytest -q tests/integration
 
 # The default scenario (the cpu profile end to end), then the gb10 rehearsal (molecule/rehearsal), which

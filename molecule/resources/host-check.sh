@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What `make demo` / `make test` need on this machine, installed when missing:
-# a Docker engine that answers and debootstrap. Stops with a message naming
+# a Docker engine that answers, debootstrap, and HAProxy (the front door's
+# integration tests run the distribution's haproxy in front of a vLLM CPU server). Stops with a message naming
 # what is missing when it cannot fix it (disk, memory, root).
 set -euo pipefail
 
@@ -33,6 +34,7 @@ fi
 need_install=()
 command -v dockerd >/dev/null 2>&1 || need_install+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need_install+=(debootstrap)
+command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || need_install+=(haproxy)
 if [ "${#need_install[@]}" -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ] && [ "${#sudo_cmd[@]}" -eq 0 ]; then
     fail "missing ${need_install[*]}, and installing packages needs root: run as root, or install them (apt-get install ${need_install[*]})."

@@ -52,6 +52,14 @@ def servers(stat_csv):
     return rows
 
 
+def queued(stat_csv, backend):
+    """`show stat` -> the requests waiting in a backend's queue (every server's slots taken)."""
+    for row in csv.DictReader(io.StringIO(stat_csv.lstrip("# "))):
+        if row.get("pxname") == backend and row.get("svname") == "BACKEND":
+            return int(row.get("qcur") or 0)
+    raise HaproxyAdminError(f"The front door has no backend {backend}.")
+
+
 class Admin:
     """The runtime API of one HAProxy (socket_path), with a send function tests can replace."""
 

@@ -46,9 +46,12 @@ class Clock:
         self.now += seconds
 
 
-def test_show_stat_is_read_per_server():
+def test_show_stat_is_read_per_server_and_the_queue_per_backend():
     rows = haproxy_admin.servers(_stat("UP", 3, 1))
     assert rows == {("engines", "sparks"): {"status": "UP", "scur": 3, "qcur": 1}}
+    assert haproxy_admin.queued(_stat("UP", 3, 2), "engines") == 2
+    with pytest.raises(haproxy_admin.HaproxyAdminError, match="no backend other"):
+        haproxy_admin.queued(_stat("UP", 3, 2), "other")
 
 
 def test_a_drain_waits_for_the_streams_in_flight_and_cuts_none_when_they_end():

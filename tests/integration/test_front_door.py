@@ -1,0 +1,177 @@
+"""The front door's configuration (roles/front_door/templates) on a real HAProxy (the distribution's package, as the
+role installs it) in front of a real vLLM CPU server: per-client keys, admission by the lane's slots with 429
+past the queue, and a drain (plugins/module_utils/haproxy_admin.py) with 503 for new requests, a stream that runs
+to its end, and one cut at the timeout that its client sees. (The drain that waits for a stream and turns new requests
+away with 503 runs in molecule, around a real lane switch.)"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.parse
+
+import httpx
+import jinja2
+import pytest
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import haproxy_admin, stream_bench
+
+ROOT = pathlib.Path(__file__).parents[2]
+HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
+CLIENTS = [{"name": "alice", "key": "alice-key-0123456789"}, {"name": "bob", "key": "bob-key-0123456789abc"}]
+SLOTS, QUEUE, RETRY_AFTER = 1, 1, "7"
+# Tokens of a stream that lasts seconds on the tiny CPU model (thousands of tokens a second; its context is 16384).
+LONG = 14000
+
+
+def _free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def front_door(vllm_server, tmp_path_factory):
+    """HAProxy with the role's configuration for one engine (the vLLM server) of SLOTS slots: (url, admin, model)."""
+    base, engine_key, model = vllm_server
+    engine = urllib.parse.urlsplit(base)
+    work = tmp_path_factory.mktemp("front-door")
+    values = {
+        "ansible_managed": "Ansible managed",
+        "front_door_admin_socket": str(work / "admin.sock"),
+        "front_door_queue_timeout_s": 60,
+        "front_door_idle_timeout_s": 120,
+        "front_door_bind_address": "127.0.0.1",
+        "front_door_port": _free_port(),
+        "front_door_retry_after_s": int(RETRY_AFTER),
+        "front_door_queue_length": QUEUE,
+        "front_door_heads": ["spark1"],
+        "front_door_engine_port": engine.port,
+        "front_door_clients": CLIENTS,
+        "front_door_clients_map": str(work / "clients.map"),
+        "front_door_engine_api_key": engine_key,
+        "hostvars": {
+            "spark1": {
+                "sparkfleet_engine_group": "sparks",
+                "sparkfleet_lane": {"name": "500k", "max_num_seqs": SLOTS},
+                "sparkfleet_head_address": engine.hostname,
+            }
+        },
+    }
+    # Rendered as the role's template task renders it (Ansible's default: trim_blocks).
+    templates = jinja2.Environment(loader=jinja2.FileSystemLoader(ROOT / "roles/front_door/templates"), trim_blocks=True, keep_trailing_newline=True)
+    for name, target in (("clients.map.j2", "clients.map"), ("haproxy.cfg.j2", "haproxy.cfg")):
+        (work / target).write_text(templates.get_template(name).render(**values))
+    subprocess.run([HAPROXY, "-c", "-f", str(work / "haproxy.cfg")], check=True, capture_output=True)
+    process = subprocess.Popen([HAPROXY, "-db", "-f", str(work / "haproxy.cfg")], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    admin = haproxy_admin.Admin(str(work / "admin.sock"))
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                if admin.server("engines", "sparks")["status"] == "UP":
+                    break
+            except haproxy_admin.HaproxyAdminError:
+                pass
+            time.sleep(0.2)
+        else:
+            pytest.fail(f"HAProxy did not mark the engine UP: {process.stderr.read1().decode(errors='replace') if process.poll() is not None else ''}")
+        yield f"http://127.0.0.1:{values['front_door_port']}", admin, model
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def _body(model, tokens, stream=True):
+    return {"model": model, "messages": [{"role": "user", "content": "Count to a thousand."}], "max_tokens": tokens, "ignore_eos": True, "stream": stream}
+
+
+def _stream(url, model, tokens, result, key=CLIENTS[0]["key"]):
+    """A streamed completion through the front door: its status, chunks, finish reason, or the client's error."""
+    result.update(chunks=0, finish=None, error=None)
+    try:
+        with httpx.stream("POST", f"{url}/v1/chat/completions", json=_body(model, tokens), headers={"Authorization": f"Bearer {key}"}, timeout=120) as response:
+            result["status"] = response.status_code
+            decoder = stream_bench.SSEDecoder()  # lines end at \n only: a model's text may hold \u2028 and the like
+            for chunk in response.iter_bytes():
+                for data in decoder.feed_bytes(chunk):
+                    if data.startswith("{"):
+                        for choice in json.loads(data)["choices"]:
+                            result["chunks"] += 1
+                            result["finish"] = choice.get("finish_reason") or result["finish"]
+    except httpx.HTTPError as error:
+        result["error"] = f"{type(error).__name__}: {error}"
+
+
+def _ask(url, model, key=CLIENTS[0]["key"]):
+    return httpx.post(f"{url}/v1/chat/completions", json=_body(model, 1, stream=False), headers={"Authorization": f"Bearer {key}"} if key else {}, timeout=60)
+
+
+def _wait_until(predicate, what, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    pytest.fail(f"not reached in {timeout} s: {what() if callable(what) else what}")
+
+
+def test_only_a_clients_own_key_passes_and_the_engine_receives_its_own(front_door, vllm_server):
+    url, admin, model = front_door
+    for key in (None, "wrong-key-0123456789", vllm_server[1]):  # none, an unknown one, the engine's own
+        refused = _ask(url, model, key=key)
+        assert refused.status_code == 401, (key, refused.text)
+        assert "This front door asks for your own API key" in refused.json()["error"]["message"]
+    for client in CLIENTS:
+        answered = _ask(url, model, key=client["key"])
+        assert answered.status_code == 200, answered.text  # vLLM took the engine's key, which the front door sent
+    counted = admin.run("show table clients")
+    assert {"alice", "bob"} <= set(re.findall(r"key=(\w+) ", counted)), counted
+
+
+def test_past_the_lanes_slots_a_request_waits_and_past_the_queue_gets_429(front_door):
+    url, admin, model = front_door
+    streams = [{}, {}]
+    threads = [threading.Thread(target=_stream, args=(url, model, LONG, result)) for result in streams]
+    for thread in threads:
+        thread.start()
+    try:
+        seen = []
+
+        def one_in_flight_one_queued():
+            seen.append(
+                (admin.server("engines", "sparks")["scur"], haproxy_admin.queued(admin.run("show stat"), "engines"), [r.get("status") for r in streams])
+            )
+            return seen[-1][:2] == (SLOTS, QUEUE)
+
+        _wait_until(one_in_flight_one_queued, lambda: f"one in flight, one queued; seen {sorted(set(map(str, seen)))}")
+        refused = _ask(url, model)
+    finally:
+        for thread in threads:
+            thread.join()
+    assert refused.status_code == 429, refused.text
+    assert refused.headers["retry-after"] == RETRY_AFTER
+    assert "Every sequence slot of the engines is taken and 1 requests already wait" in refused.json()["error"]["message"]
+    assert [(result["status"], result["finish"], result["error"]) for result in streams] == [(200, "length", None)] * 2
+
+
+def test_a_stream_past_the_drain_timeout_is_cut_and_its_client_sees_it(front_door):
+    url, admin, model = front_door
+    in_flight = {}
+    streamer = threading.Thread(target=_stream, args=(url, model, LONG, in_flight))
+    streamer.start()
+    try:
+        _wait_until(lambda: in_flight.get("chunks", 0) >= 2, "the stream's first tokens")
+        drained = haproxy_admin.drain(admin, "engines", "sparks", 1)
+        streamer.join()
+    finally:
+        haproxy_admin.ready(admin, "engines", "sparks")
+    assert (drained["waited_for"], drained["cut"]) == (1, 1), drained
+    assert in_flight["error"], in_flight  # broken mid-body, not a stream that ends as if complete
+    assert in_flight["finish"] is None
