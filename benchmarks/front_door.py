@@ -16,10 +16,16 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import json
+import pathlib
 import statistics
+import sys
 import time
 
 import httpx
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "collections"))
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import stream_bench
 
 HEAD = "192.168.100.11"
 MODEL = "glm-5.3-flash"
@@ -37,15 +43,17 @@ def stream(url: str, tokens: int) -> tuple[float, float]:
     started, first, last, count = time.perf_counter(), None, None, 0
     with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=300) as response:
         response.raise_for_status()
-        for line in response.iter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            choices = json.loads(line[6:]).get("choices") or [{}]
-            delta = choices[0].get("delta", {})
-            if delta.get("content") or delta.get("reasoning") or delta.get("reasoning_content"):  # thinking counts
-                last = time.perf_counter()
-                first = first or last
-                count += 1
+        decoder = stream_bench.SSEDecoder()  # lines end at \n only: a model's text may hold \u2028 and the like
+        for chunk in response.iter_bytes():
+            for data in decoder.feed_bytes(chunk):
+                if not data.startswith("{"):
+                    continue
+                choices = json.loads(data).get("choices") or [{}]
+                delta = choices[0].get("delta", {})
+                if delta.get("content") or delta.get("reasoning") or delta.get("reasoning_content"):  # thinking counts
+                    last = time.perf_counter()
+                    first = first or last
+                    count += 1
     if first is None:
         raise RuntimeError(f"{url}: no token streamed")
     return first - started, (last - first) / max(count - 1, 1)

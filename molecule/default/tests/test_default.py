@@ -23,6 +23,8 @@ import time
 import httpx
 import pytest
 
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import stream_bench
+
 REPO = pathlib.Path(__file__).resolve().parents[3]
 INVENTORY = REPO / "molecule/resources/inventory/hosts.yml"
 CONTAINER = "vllm_glm53"
@@ -184,11 +186,13 @@ def _front_door_stream(tokens, result):
     try:
         with httpx.stream("POST", f"{FRONT_DOOR}/v1/chat/completions", json=body, timeout=600) as response:
             result["status"] = response.status_code
-            for line in response.iter_lines():
-                if line.startswith("data: {"):
-                    for choice in json.loads(line[len("data: ") :])["choices"]:
-                        result["chunks"] += 1
-                        result["finish"] = choice.get("finish_reason") or result["finish"]
+            decoder = stream_bench.SSEDecoder()  # lines end at \n only: the tiny model's text may hold \u2028 and the like
+            for chunk in response.iter_bytes():
+                for data in decoder.feed_bytes(chunk):
+                    if data.startswith("{"):
+                        for choice in json.loads(data)["choices"]:
+                            result["chunks"] += 1
+                            result["finish"] = choice.get("finish_reason") or result["finish"]
     except httpx.HTTPError as error:
         result["error"] = f"{type(error).__name__}: {error}"
 
