@@ -26,8 +26,10 @@ ROOT = pathlib.Path(__file__).parents[2]
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
 CLIENTS = [{"name": "alice", "key": "alice-key-0123456789"}, {"name": "bob", "key": "bob-key-0123456789abc"}]
 SLOTS, QUEUE, RETRY_AFTER = 1, 1, "7"
-# Tokens of a stream that lasts seconds on the tiny CPU model (thousands of tokens a second; its context is 16384).
-LONG = 14000
+# A stream the engine holds in flight while its client pauses: the tiny CPU model writes thousands of tokens a
+# second, so a stream's length in time is the client's to decide. With 20 log-probabilities a chunk is about 2 KB,
+# and 4000 of them are far more than the sockets between vLLM and the client buffer, so the engine's side stays open.
+LONG = 4000
 
 
 def _free_port():
@@ -89,17 +91,21 @@ def front_door(vllm_server, tmp_path_factory):
 
 
 def _body(model, tokens, stream=True):
-    return {"model": model, "messages": [{"role": "user", "content": "Count to a thousand."}], "max_tokens": tokens, "ignore_eos": True, "stream": stream}
+    body = {"model": model, "messages": [{"role": "user", "content": "Count to a thousand."}], "max_tokens": tokens, "ignore_eos": True, "stream": stream}
+    return body | ({"logprobs": True, "top_logprobs": 20} if stream else {})
 
 
-def _stream(url, model, tokens, result, key=CLIENTS[0]["key"]):
-    """A streamed completion through the front door: its status, chunks, finish reason, or the client's error."""
+def _stream(url, model, tokens, result, key=CLIENTS[0]["key"], resume=None):
+    """A streamed completion through the front door: its status, chunks, finish reason, or the client's error.
+    With resume (an Event), the client stops reading after its first chunk until resume is set."""
     result.update(chunks=0, finish=None, error=None)
     try:
         with httpx.stream("POST", f"{url}/v1/chat/completions", json=_body(model, tokens), headers={"Authorization": f"Bearer {key}"}, timeout=120) as response:
             result["status"] = response.status_code
             decoder = stream_bench.SSEDecoder()  # lines end at \n only: a model's text may hold \u2028 and the like
             for chunk in response.iter_bytes():
+                if resume is not None and result["chunks"]:
+                    resume.wait(timeout=120)
                 for data in decoder.feed_bytes(chunk):
                     if data.startswith("{"):
                         for choice in json.loads(data)["choices"]:
@@ -135,24 +141,33 @@ def test_only_a_clients_own_key_passes_and_the_engine_receives_its_own(front_doo
     assert {"alice", "bob"} <= set(re.findall(r"key=(\w+) ", counted)), counted
 
 
+def _engine_side(admin):
+    """(requests the engine holds, requests queued) as HAProxy counts them; a runtime API that is slow to answer on
+    a loaded machine reads as not yet."""
+    try:
+        stat = admin.run("show stat")
+    except haproxy_admin.HaproxyAdminError as error:
+        return str(error)
+    return haproxy_admin.servers(stat)[("engines", "sparks")]["scur"], haproxy_admin.queued(stat, "engines")
+
+
+def _wait_for_engine_side(admin, wanted, what):
+    seen = []
+    _wait_until(lambda: seen.append(_engine_side(admin)) or seen[-1] == wanted, lambda: f"{what}; seen {sorted(set(map(str, seen)))}")
+
+
 def test_past_the_lanes_slots_a_request_waits_and_past_the_queue_gets_429(front_door):
     url, admin, model = front_door
+    resume = threading.Event()
     streams = [{}, {}]
-    threads = [threading.Thread(target=_stream, args=(url, model, LONG, result)) for result in streams]
+    threads = [threading.Thread(target=_stream, args=(url, model, LONG, result), kwargs={"resume": resume}) for result in streams]
     for thread in threads:
         thread.start()
     try:
-        seen = []
-
-        def one_in_flight_one_queued():
-            seen.append(
-                (admin.server("engines", "sparks")["scur"], haproxy_admin.queued(admin.run("show stat"), "engines"), [r.get("status") for r in streams])
-            )
-            return seen[-1][:2] == (SLOTS, QUEUE)
-
-        _wait_until(one_in_flight_one_queued, lambda: f"one in flight, one queued; seen {sorted(set(map(str, seen)))}")
+        _wait_for_engine_side(admin, (SLOTS, QUEUE), "one in flight, one queued")
         refused = _ask(url, model)
     finally:
+        resume.set()
         for thread in threads:
             thread.join()
     assert refused.status_code == 429, refused.text
@@ -163,14 +178,17 @@ def test_past_the_lanes_slots_a_request_waits_and_past_the_queue_gets_429(front_
 
 def test_a_stream_past_the_drain_timeout_is_cut_and_its_client_sees_it(front_door):
     url, admin, model = front_door
+    resume = threading.Event()
     in_flight = {}
-    streamer = threading.Thread(target=_stream, args=(url, model, LONG, in_flight))
+    streamer = threading.Thread(target=_stream, args=(url, model, LONG, in_flight), kwargs={"resume": resume})
     streamer.start()
     try:
-        _wait_until(lambda: in_flight.get("chunks", 0) >= 2, "the stream's first tokens")
+        _wait_until(lambda: in_flight.get("chunks"), "the stream's first tokens")
+        _wait_for_engine_side(admin, (1, 0), "the stream in flight at the engine")
         drained = haproxy_admin.drain(admin, "engines", "sparks", 1)
-        streamer.join()
     finally:
+        resume.set()
+        streamer.join()
         haproxy_admin.ready(admin, "engines", "sparks")
     assert (drained["waited_for"], drained["cut"]) == (1, 1), drained
     assert in_flight["error"], in_flight  # broken mid-body, not a stream that ends as if complete
