@@ -17,6 +17,9 @@ import io
 import socket
 import time
 
+# status_before of an engine this front door has no server for.
+ABSENT = "absent"
+
 
 class HaproxyAdminError(Exception):
     """The runtime API refused a command or did not answer."""
@@ -74,8 +77,12 @@ class Admin:
             raise HaproxyAdminError(f"HAProxy refused {line!r}: {answer}")
         return answer
 
+    def find(self, backend, name):
+        """The server's {status, scur, qcur}, or None when this front door has no such server."""
+        return servers(self.run("show stat")).get((backend, name))
+
     def server(self, backend, name):
-        found = servers(self.run("show stat")).get((backend, name))
+        found = self.find(backend, name)
         if found is None:
             raise HaproxyAdminError(f"The front door has no server {backend}/{name}: its configuration is not this engine's (run site.yml or lane.yml).")
         return found
@@ -83,8 +90,12 @@ class Admin:
 
 def drain(admin, backend, name, timeout_s, interval_s=0.5, clock=time.monotonic, sleep=time.sleep):
     """Drain one engine's server: no new request reaches it, the ones it holds run to their end up to timeout_s,
-    the rest are cut. -> {changed, waited_for, cut, seconds, status_before}."""
-    before = admin.server(backend, name)
+    the rest are cut. -> {changed, waited_for, cut, seconds, status_before}. An engine the front door does not know
+    yet (added to the inventory, or renamed, since its configuration was written) has nothing in flight through
+    it: status_before is "absent" and nothing changes."""
+    before = admin.find(backend, name)
+    if before is None:
+        return {"changed": False, "waited_for": 0, "cut": 0, "seconds": 0.0, "status_before": ABSENT}
     started = clock()
     if "DRAIN" not in before["status"] and "MAINT" not in before["status"]:
         admin.run(f"set server {backend}/{name} state drain")
@@ -106,9 +117,10 @@ def drain(admin, backend, name, timeout_s, interval_s=0.5, clock=time.monotonic,
 
 
 def ready(admin, backend, name):
-    """Back in rotation after a drain (the health check still decides whether it is up). -> whether it changed."""
-    before = admin.server(backend, name)
-    if "DRAIN" not in before["status"] and "MAINT" not in before["status"]:
+    """Back in rotation after a drain (the health check still decides whether it is up). -> whether it changed.
+    An engine the front door does not know has no rotation to go back to: unchanged."""
+    before = admin.find(backend, name)
+    if before is None or ("DRAIN" not in before["status"] and "MAINT" not in before["status"]):
         return False
     admin.run(f"set server {backend}/{name} state ready")
     return True

@@ -89,7 +89,10 @@ seconds:
   returned: state is drained
   type: float
 status_before:
-  description: HAProxy's status of the server before this task (C(UP), C(DOWN), C(DRAIN), C(MAINT), ...).
+  description:
+    - HAProxy's status of the server before this task (C(UP), C(DOWN), C(DRAIN), C(MAINT), ...).
+    - C(absent) when the front door has no server for this engine yet (added or renamed since its configuration was
+      written); nothing of it went through the front door, so nothing is drained or put back.
   returned: always
   type: str
 """
@@ -113,7 +116,7 @@ def main() -> None:
     params = module.params
     admin = haproxy_admin.Admin(params["socket"])
     try:
-        before = admin.server(params["backend"], params["server"])
+        before = admin.find(params["backend"], params["server"]) or {"status": haproxy_admin.ABSENT, "scur": 0}
         if module.check_mode:
             module.exit_json(changed=False, status_before=before["status"], waited_for=before["scur"], cut=0, seconds=0.0)
         if params["state"] == "drained":

@@ -78,6 +78,18 @@ def test_a_drained_engine_is_not_drained_again_and_ready_puts_it_back_once():
     assert haproxy_admin.ready(haproxy_admin.Admin("/s", FakeHaproxy([("UP", 0)])), "engines", "sparks") is False
 
 
+def test_an_engine_the_front_door_does_not_know_yet_has_nothing_to_drain_or_put_back():
+    """An engine added to the inventory (or renamed) since the front door was configured: no request of it went
+    through the front door, so its drain and its return change nothing and send no command."""
+    fake = FakeHaproxy([("UP", 4)])
+    admin = haproxy_admin.Admin("/s", fake)
+    assert haproxy_admin.drain(admin, "engines", "second_pair", 60) == {
+        "changed": False, "waited_for": 0, "cut": 0, "seconds": 0.0, "status_before": "absent",
+    }  # fmt: skip
+    assert haproxy_admin.ready(admin, "engines", "second_pair") is False
+    assert fake.commands == ["show stat", "show stat"]
+
+
 def test_an_unknown_server_and_a_refused_command_say_what_to_do():
     admin = haproxy_admin.Admin("/s", FakeHaproxy([("UP", 0)]))
     with pytest.raises(haproxy_admin.HaproxyAdminError, match=r"no server engines/other: its configuration is not this engine's \(run site.yml"):
