@@ -124,3 +124,17 @@ def test_each_of_eight_sparks_engines_checks_its_own_fabric_addresses(tmp_path):
     code, report = render(hosts)
     assert code != 0
     assert "Two nodes of engine group 'engine_b' share a fabric address" in json.dumps(report)
+
+
+def test_a_node_in_two_engines_is_refused_naming_both(tmp_path):
+    """eight-sparks with engine_a's engine_group left out: its nodes would name the parent group `sparks`, which
+    also holds engine_b's nodes. Refused before anything reaches a node, naming the nodes of the other engine."""
+    shutil.copytree(REPO / "inventory.example/eight-sparks", tmp_path / "eight-sparks")
+    hosts = tmp_path / "eight-sparks/hosts.yml"
+    hosts.write_text(hosts.read_text().replace("engine_group: engine_a\n", "", 1))
+    code, report = render(hosts)
+    assert code != 0
+    assert (
+        "spark1's engine group 'sparks' (spark1, spark2, spark3, spark4, spark5, spark6, spark7, spark8) holds spark5, spark6,"
+        " spark7, spark8, whose engine_group names another engine: a node serves one engine."
+    ) in " ".join(json.dumps(report).replace("\\n", " ").split())
