@@ -25,16 +25,18 @@ from __future__ import annotations
 import concurrent.futures
 import hashlib
 import json
+import os
 import re
 import secrets
 import shutil
+import signal
 import subprocess
 import threading
 import time
 
 import httpx
 import pytest
-from test_default import CONTAINER, HEAD_API, INVENTORY, PATCH_TARGET, RANKS, REPO, _env
+from test_default import CONTAINER, FRONT_DOOR, HEAD_API, INVENTORY, PATCH_TARGET, RANKS, REPO, _env, _front_door_servers, _front_door_stream
 from test_host_stack import _snapshot
 
 API_KEY = "sk-sparkfleet-" + secrets.token_hex(16)
@@ -74,10 +76,10 @@ def _ranks_left(names):
     return {name: _node(name, f"docker ps -q --filter name=^{CONTAINER}$; pgrep -af '[v]llm serve' || true") for name in names}
 
 
-def _completion(key=API_KEY):
+def _completion(key=API_KEY, base=HEAD_API):
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     body = {"model": "glm-5.3-flash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
-    return httpx.post(f"{HEAD_API}/v1/chat/completions", json=body, headers=headers, timeout=300)
+    return httpx.post(f"{base}/v1/chat/completions", json=body, headers=headers, timeout=300)
 
 
 def _start_times(names=PAIR):
@@ -245,7 +247,7 @@ def test_a_rank_given_another_flag_is_refused_before_any_rank_stops_naming_both(
     rc, _unused, folded, _unused = _play("playbooks/lane.yml", inventory=inventory)
     assert rc != 0
     assert (
-        "The ranks of engine 'sparks' would run different things: spark2: vLLM flags (rank's place and KV size aside): "
+        "The ranks of engine 'first_pair' would run different things: spark2: vLLM flags (rank's place and KV size aside): "
         "--enable-prefix-caching where spark1 (the head) has (nothing the other lacks)."
     ) in folded.replace("''", "'"), folded[-3000:]
     assert "a host_vars entry on one node, e.g. engine_extra_args, makes a rank differ" in folded
@@ -309,7 +311,7 @@ def test_a_lane_that_cannot_boot_fails_and_the_previous_lane_serves_again():
     before = _start_times()
     rc, _unused, folded, _unused = _play("playbooks/lane.yml", *LANE_THAT_CANNOT_BOOT, inventory=TWO)
     assert rc != 0
-    assert "The engine 'sparks' did not start" in folded, folded[-4000:]
+    assert "The engine 'first_pair' did not start" in folded, folded[-4000:]
     # vLLM's own words, the first error of the head's log.
     assert "the first error in the head's log: ValueError: To serve at least one request with the model's max seq len (1048576)" in folded, folded[-4000:]
     assert (
@@ -335,7 +337,7 @@ def _assert_the_previous_engine_serves_again(before, flag, value):
         assert response.status_code == 200
         assert [line for line in response.iter_lines() if line.startswith("data: {")]
     _rc, _unused, folded, _unused = _play("playbooks/status.yml", inventory=TWO)
-    assert "engine sparks: HEALTHY" in folded
+    assert "engine first_pair: HEALTHY" in folded
 
 
 # One more sequence than the engine runs relaunches it; a TTFT of 0.1 ms fails its smoke benchmark.
@@ -350,7 +352,7 @@ def test_a_relaunch_that_boots_but_fails_its_smoke_benchmark_rolls_back_and_the_
     rc, _unused, folded, _unused = _play("site.yml", *RELAUNCH_THAT_FAILS_ITS_BENCHMARK, inventory=TWO)
     assert rc != 0
     # The new engine came up (262k x 5) and was measured: the benchmark, not the launch, failed.
-    assert "engine sparks: 2 ranks, lane 262k (262144 x 5), launched" in folded, folded[-4000:]
+    assert "engine first_pair: 2 ranks, lane 262k (262144 x 5), launched" in folded, folded[-4000:]
     assert "smoke benchmark check(s) missed: small at concurrency 1: ttft_s" in folded, folded[-4000:]
     assert (
         "The engine this run launched failed it, so every rank of it was stopped. Rolled back: the previous engine "
@@ -363,18 +365,50 @@ def test_a_relaunch_that_boots_but_fails_its_smoke_benchmark_rolls_back_and_the_
 # --- a rank dies -------------------------------------------------------------------------
 
 
-def test_a_killed_headless_rank_is_reported_and_site_at_vvv_with_vaulted_secrets_heals_it_showing_neither(vault):
+def _lane_switch_killed_between_its_stop_and_its_launch(vault):
+    """lane.yml killed (SIGKILL, as a lost terminal ends it) once the head's old rank has stopped, before a new one
+    serves. -> the killed run's ansible-playbook pid."""
+    switch = ("-e", '{"lane_overrides": {"max_model_len": 131072}}')  # anything that relaunches every rank
+    play = subprocess.Popen(
+        ["ansible-playbook", "-i", str(TWO), str(REPO / "playbooks/lane.yml"), *vault, *switch],
+        cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        while play.poll() is None and _node("spark1", f"docker ps -q --filter name=^{CONTAINER}$ --filter status=running"):
+            time.sleep(0.2)
+        assert play.poll() is None, "the run ended before the head's rank stopped"
+    finally:
+        os.killpg(play.pid, signal.SIGKILL)
+        play.wait()
+    return play.pid
+
+
+def test_a_killed_headless_rank_then_a_switch_killed_midway_are_reported_and_site_at_vvv_with_vaulted_secrets_heals_both_showing_neither(vault):
+    """A headless rank killed: status names it. Then a lane switch killed between its stop and its launch: status
+    says the engine is down and that the run holding the lock may have left it half done. One site.yml takes the
+    lock over, starts the engine, and puts it back in the front door's rotation; no secret shows at -vvv."""
     _node("spark2", f"docker kill {CONTAINER}")
     rc, _unused, folded, changed = _play("playbooks/status.yml", *vault, inventory=TWO)
     assert rc == 0
-    assert "engine sparks: UNHEALTHY" in folded
+    assert "engine first_pair: UNHEALTHY" in folded
     assert "ranks down: spark2: exited (exit code 137)" in folded
     assert set(changed.values()) == {0}
+
+    killed = _lane_switch_killed_between_its_stop_and_its_launch(vault)
+    rc, _unused, folded, _unused = _play("playbooks/status.yml", *vault, inventory=TWO)
+    assert rc == 0, folded[-3000:]
+    assert "engine first_pair: UNHEALTHY" in folded, folded[-3000:]
+    assert f"(ansible-playbook pid {killed})" in folded, folded[-3000:]
+    assert "it ended without releasing it (failed, killed or lost), so what it changed may be half done" in folded
 
     started = time.time()
     rc, raw, folded, _unused = _play("site.yml", "-vvv", *vault, inventory=TWO)
     assert rc == 0, folded[-4000:]
-    assert "engine sparks: 2 ranks, lane 262k (262144 x 6), launched" in folded
+    assert "took over the lock of a run that ended without releasing it (failed, killed or lost): lane.yml run by" in folded
+    assert [_node(name, f"docker ps -aq --filter name=^{CONTAINER}-previous$") for name in PAIR] == ["", ""]
+    assert _front_door_servers()["first_pair"]["status"] == "UP"
+    assert _completion(base=FRONT_DOOR).status_code == 200
+    assert "engine first_pair: 2 ranks, lane 262k (262144 x 6), launched" in folded
     # The same engine as test_default's two-node deploy launched (the key leaves out the head's API key): its
     # smoke benchmark holds the relaunch to the answer that first launch recorded, token for token.
     assert "exact answer: identical to the one recorded at" in folded, folded[-4000:]
@@ -394,7 +428,7 @@ def test_a_killed_headless_rank_is_reported_and_site_at_vvv_with_vaulted_secrets
     assert _completion().status_code == 200
     assert _completion(key=None).status_code == 401
     rc, _unused, folded, _unused = _play("playbooks/status.yml", *vault, inventory=TWO)
-    assert "engine sparks: HEALTHY" in folded
+    assert "engine first_pair: HEALTHY" in folded
     assert "ranks down: none" in folded
     # The launch's rank attestation, kept with its readiness timeline on the head.
     assert re.search(r"rank attestation at \S+ \(lane 262k\): 2 ranks, image sha256:[0-9a-f]{12}", folded), folded[-3000:]
@@ -444,8 +478,9 @@ def _exited(name):
     return state
 
 
-def _healed_by_two_watch_runs(watch, symptom):
-    """One watch run counts a failed probe (naming `symptom`) and restarts nothing; the next relaunches every rank."""
+def _healed_by_two_watch_runs(watch, symptom, relaunch_says=""):
+    """One watch run counts a failed probe (naming `symptom`) and restarts nothing; the next relaunches every rank
+    (and says relaunch_says)."""
     before = _start_times()
     rc, _unused, folded, _unused = _play(*watch, inventory=TWO)
     assert rc == 0, folded[-3000:]
@@ -455,6 +490,7 @@ def _healed_by_two_watch_runs(watch, symptom):
     rc, _unused, folded, _unused = _play(*watch, inventory=TWO)
     assert rc == 0, folded[-4000:]
     assert "watch: relaunch (0 failed probe(s) in a row" in folded
+    assert relaunch_says in folded, folded[-4000:]
     after = _start_times()
     assert all(after[name] != before[name] for name in PAIR)
     assert _completion().status_code == 200
@@ -519,9 +555,21 @@ def test_a_wedged_worker_whose_head_still_answers_health_is_healed_by_the_watch(
     watch += ("-e", "engine_probe_timeout_s=10", "-e", "engine_probe_progress_window_s=2")
     _node("spark2", f"for pid in $(docker top {CONTAINER} -eo pid | tail -n +2); do kill -STOP $pid; done")
     assert httpx.get(f"{HEAD_API}/health", timeout=10).status_code == 200  # the wedge answers /health
-    _healed_by_two_watch_runs(watch, "one-token completion answered -1")
+    # A client whose stream went to the wedged engine through the front door: it waits, and nothing comes.
+    stuck = {}
+    client = threading.Thread(target=_front_door_stream, args=(50, stuck), kwargs={"headers": {"Authorization": f"Bearer {API_KEY}"}, "timeout": 300})
+    client.start()
+    _healed_by_two_watch_runs(watch, "one-token completion answered -1", "Front door: engine first_pair out of rotation; cut the 1 request(s) it held at once")
     decisions = [event["decision"] for event in _watch_events()[-3:]]
     assert decisions == ["failing", "relaunch", "relaunched"], decisions
+    # The watch took the engine out of rotation before the relaunch, cutting the stuck stream (its client sees an
+    # error, not a silent end), and put it back once it served.
+    client.join(timeout=60)
+    assert not client.is_alive()
+    assert stuck["chunks"] == 0
+    assert stuck["error"] or stuck["status"] >= 500, stuck
+    assert _front_door_servers()["first_pair"]["status"] == "UP"
+    assert _completion(base=FRONT_DOOR).status_code == 200
 
 
 # --- a roll back that cannot be done ------------------------------------------------------
@@ -550,7 +598,7 @@ def test_a_roll_back_whose_kept_rank_was_pruned_fails_saying_so_and_leaves_no_ra
                 play.kill()
     folded = " ".join(output.read_text().split())
     assert play.returncode != 0
-    assert "The engine 'sparks' did not start" in folded, folded[-4000:]
+    assert "The engine 'first_pair' did not start" in folded, folded[-4000:]
     pruned = f"The roll back could not start the previous ranks: spark2: Error response from daemon: No such container: {CONTAINER}-previous"
     assert pruned in folded, folded[-4000:]
     assert "Nothing of this engine serves; run site.yml or lane.yml with a lane that boots." in folded
