@@ -247,7 +247,7 @@ def test_a_rank_given_another_flag_is_refused_before_any_rank_stops_naming_both(
     rc, _unused, folded, _unused = _play("playbooks/lane.yml", inventory=inventory)
     assert rc != 0
     assert (
-        "The ranks of engine 'first_pair' would run different things: spark2: vLLM flags (rank's place and KV size aside): "
+        "The ranks of engine 'sparks' would run different things: spark2: vLLM flags (rank's place and KV size aside): "
         "--enable-prefix-caching where spark1 (the head) has (nothing the other lacks)."
     ) in folded.replace("''", "'"), folded[-3000:]
     assert "a host_vars entry on one node, e.g. engine_extra_args, makes a rank differ" in folded
@@ -311,7 +311,7 @@ def test_a_lane_that_cannot_boot_fails_and_the_previous_lane_serves_again():
     before = _start_times()
     rc, _unused, folded, _unused = _play("playbooks/lane.yml", *LANE_THAT_CANNOT_BOOT, inventory=TWO)
     assert rc != 0
-    assert "The engine 'first_pair' did not start" in folded, folded[-4000:]
+    assert "The engine 'sparks' did not start" in folded, folded[-4000:]
     # vLLM's own words, the first error of the head's log.
     assert "the first error in the head's log: ValueError: To serve at least one request with the model's max seq len (1048576)" in folded, folded[-4000:]
     assert (
@@ -337,7 +337,7 @@ def _assert_the_previous_engine_serves_again(before, flag, value):
         assert response.status_code == 200
         assert [line for line in response.iter_lines() if line.startswith("data: {")]
     _rc, _unused, folded, _unused = _play("playbooks/status.yml", inventory=TWO)
-    assert "engine first_pair: HEALTHY" in folded
+    assert "engine sparks: HEALTHY" in folded
 
 
 # One more sequence than the engine runs relaunches it; a TTFT of 0.1 ms fails its smoke benchmark.
@@ -352,7 +352,7 @@ def test_a_relaunch_that_boots_but_fails_its_smoke_benchmark_rolls_back_and_the_
     rc, _unused, folded, _unused = _play("site.yml", *RELAUNCH_THAT_FAILS_ITS_BENCHMARK, inventory=TWO)
     assert rc != 0
     # The new engine came up (262k x 5) and was measured: the benchmark, not the launch, failed.
-    assert "engine first_pair: 2 ranks, lane 262k (262144 x 5), launched" in folded, folded[-4000:]
+    assert "engine sparks: 2 ranks, lane 262k (262144 x 5), launched" in folded, folded[-4000:]
     assert "smoke benchmark check(s) missed: small at concurrency 1: ttft_s" in folded, folded[-4000:]
     assert (
         "The engine this run launched failed it, so every rank of it was stopped. Rolled back: the previous engine "
@@ -390,14 +390,14 @@ def test_a_killed_headless_rank_then_a_switch_killed_midway_are_reported_and_sit
     _node("spark2", f"docker kill {CONTAINER}")
     rc, _unused, folded, changed = _play("playbooks/status.yml", *vault, inventory=TWO)
     assert rc == 0
-    assert "engine first_pair: UNHEALTHY" in folded
+    assert "engine sparks: UNHEALTHY" in folded
     assert "ranks down: spark2: exited (exit code 137)" in folded
     assert set(changed.values()) == {0}
 
     killed = _lane_switch_killed_between_its_stop_and_its_launch(vault)
     rc, _unused, folded, _unused = _play("playbooks/status.yml", *vault, inventory=TWO)
     assert rc == 0, folded[-3000:]
-    assert "engine first_pair: UNHEALTHY" in folded, folded[-3000:]
+    assert "engine sparks: UNHEALTHY" in folded, folded[-3000:]
     assert f"(ansible-playbook pid {killed})" in folded, folded[-3000:]
     assert "it ended without releasing it (failed, killed or lost), so what it changed may be half done" in folded
 
@@ -406,9 +406,9 @@ def test_a_killed_headless_rank_then_a_switch_killed_midway_are_reported_and_sit
     assert rc == 0, folded[-4000:]
     assert "took over the lock of a run that ended without releasing it (failed, killed or lost): lane.yml run by" in folded
     assert [_node(name, f"docker ps -aq --filter name=^{CONTAINER}-previous$") for name in PAIR] == ["", ""]
-    assert _front_door_servers()["first_pair"]["status"] == "UP"
+    assert _front_door_servers()["sparks"]["status"] == "UP"
     assert _completion(base=FRONT_DOOR).status_code == 200
-    assert "engine first_pair: 2 ranks, lane 262k (262144 x 6), launched" in folded
+    assert "engine sparks: 2 ranks, lane 262k (262144 x 6), launched" in folded
     # The same engine as test_default's two-node deploy launched (the key leaves out the head's API key): its
     # smoke benchmark holds the relaunch to the answer that first launch recorded, token for token.
     assert "exact answer: identical to the one recorded at" in folded, folded[-4000:]
@@ -428,7 +428,7 @@ def test_a_killed_headless_rank_then_a_switch_killed_midway_are_reported_and_sit
     assert _completion().status_code == 200
     assert _completion(key=None).status_code == 401
     rc, _unused, folded, _unused = _play("playbooks/status.yml", *vault, inventory=TWO)
-    assert "engine first_pair: HEALTHY" in folded
+    assert "engine sparks: HEALTHY" in folded
     assert "ranks down: none" in folded
     # The launch's rank attestation, kept with its readiness timeline on the head.
     assert re.search(r"rank attestation at \S+ \(lane 262k\): 2 ranks, image sha256:[0-9a-f]{12}", folded), folded[-3000:]
@@ -559,7 +559,7 @@ def test_a_wedged_worker_whose_head_still_answers_health_is_healed_by_the_watch(
     stuck = {}
     client = threading.Thread(target=_front_door_stream, args=(50, stuck), kwargs={"headers": {"Authorization": f"Bearer {API_KEY}"}, "timeout": 300})
     client.start()
-    _healed_by_two_watch_runs(watch, "one-token completion answered -1", "Front door: engine first_pair out of rotation; cut the 1 request(s) it held at once")
+    _healed_by_two_watch_runs(watch, "one-token completion answered -1", "Front door: engine sparks out of rotation; cut the 1 request(s) it held at once")
     decisions = [event["decision"] for event in _watch_events()[-3:]]
     assert decisions == ["failing", "relaunch", "relaunched"], decisions
     # The watch took the engine out of rotation before the relaunch, cutting the stuck stream (its client sees an
@@ -568,7 +568,7 @@ def test_a_wedged_worker_whose_head_still_answers_health_is_healed_by_the_watch(
     assert not client.is_alive()
     assert stuck["chunks"] == 0
     assert stuck["error"] or stuck["status"] >= 500, stuck
-    assert _front_door_servers()["first_pair"]["status"] == "UP"
+    assert _front_door_servers()["sparks"]["status"] == "UP"
     assert _completion(base=FRONT_DOOR).status_code == 200
 
 
@@ -598,7 +598,7 @@ def test_a_roll_back_whose_kept_rank_was_pruned_fails_saying_so_and_leaves_no_ra
                 play.kill()
     folded = " ".join(output.read_text().split())
     assert play.returncode != 0
-    assert "The engine 'first_pair' did not start" in folded, folded[-4000:]
+    assert "The engine 'sparks' did not start" in folded, folded[-4000:]
     pruned = f"The roll back could not start the previous ranks: spark2: Error response from daemon: No such container: {CONTAINER}-previous"
     assert pruned in folded, folded[-4000:]
     assert "Nothing of this engine serves; run site.yml or lane.yml with a lane that boots." in folded
@@ -711,3 +711,52 @@ def test_the_firewall_admits_the_cluster_and_allowed_clients_only_and_comes_off_
     assert rc == 0, folded[-3000:]
     assert all(_our_rules(node) == [] for node in RANKS)
     assert _knock(29500) == "reached"
+
+
+# --- two engines behind one front door ----------------------------------------------
+
+TWO_ENGINES = REPO / "molecule/resources/inventory-two-engines"
+
+
+def _answered_through_the_front_door(count):
+    """count short chat completions at once through the front door -> their status codes."""
+    body = {"model": "glm-5.3-flash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 16, "ignore_eos": True}
+
+    def ask(_unused):
+        return httpx.post(f"{FRONT_DOOR}/v1/chat/completions", json=body, timeout=120).status_code
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=count) as pool:
+        return list(pool.map(ask, range(count)))
+
+
+def _served(servers):
+    return {name: int(row["stot"]) for name, row in servers.items() if name != "BACKEND"}
+
+
+def test_two_engines_of_two_ranks_behind_one_front_door_share_the_load_and_one_crashed_loses_no_request():
+    """The eight-Spark layout halved (inventory-two-engines) on the nodes the tests above left without a rank: two
+    engines of two ranks, one front door on spark1 sending requests to both by load. With the second engine's head
+    killed, every request is still answered (by the first)."""
+    rc, _unused, folded, _unused = _play("site.yml", inventory=TWO_ENGINES)
+    try:
+        assert rc == 0, folded[-4000:]
+        for engine in ("first_pair", "second_pair"):
+            assert f"engine {engine}: 2 ranks, lane 262k (262144 x 6), launched" in folded, folded[-4000:]
+        servers = _front_door_servers()
+        assert {name: row["status"] for name, row in servers.items() if name != "BACKEND"} == {"first_pair": "UP", "second_pair": "UP"}
+        before = _served(servers)
+        assert _answered_through_the_front_door(8) == [200] * 8
+        after = _served(_front_door_servers())
+        assert all(after[name] > before[name] for name in before), (before, after)  # both engines took requests
+
+        # As many at once as the first engine has slots: the ones sent to the killed head are refused at connect and
+        # go to the first engine, and that refusal marks the killed one down.
+        _node("spark3", f"docker kill {CONTAINER}")
+        assert _answered_through_the_front_door(6) == [200] * 6
+        assert _front_door_servers()["second_pair"]["status"].startswith("DOWN")
+        assert _answered_through_the_front_door(6) == [200] * 6
+    finally:
+        # No rank left, as test_host_stack and test_sources expect; the front door keeps this layout's two servers
+        # (down) until the next site.yml writes its configuration.
+        for name in RANKS:
+            _node(name, f"docker rm -f {CONTAINER} 2>/dev/null || true")
