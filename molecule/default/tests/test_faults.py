@@ -366,15 +366,16 @@ def test_a_relaunch_that_boots_but_fails_its_smoke_benchmark_rolls_back_and_the_
 
 
 def _lane_switch_killed_between_its_stop_and_its_launch(vault):
-    """lane.yml killed (SIGKILL, as a lost terminal ends it) once the head's old rank has stopped, before a new one
-    serves. -> the killed run's ansible-playbook pid."""
+    """lane.yml killed (SIGKILL, as a lost terminal ends it) once it has taken the head's old rank away (stopped and
+    kept, or removed), before the head's new one is made. -> the killed run's ansible-playbook pid. (Not "the head
+    no longer runs": a head whose worker was killed may exit on its own before the run even takes the lock.)"""
     switch = ("-e", '{"lane_overrides": {"max_model_len": 131072}}')  # anything that relaunches every rank
     play = subprocess.Popen(
         ["ansible-playbook", "-i", str(TWO), str(REPO / "playbooks/lane.yml"), *vault, *switch],
         cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     try:
-        while play.poll() is None and _node("spark1", f"docker ps -q --filter name=^{CONTAINER}$ --filter status=running"):
+        while play.poll() is None and _node("spark1", f"docker ps -aq --filter name=^{CONTAINER}$"):
             time.sleep(0.2)
         assert play.poll() is None, "the run ended before the head's rank stopped"
     finally:
