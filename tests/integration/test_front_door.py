@@ -6,7 +6,6 @@ away with 503 runs in molecule, around a real lane switch.)"""
 
 from __future__ import annotations
 
-import json
 import pathlib
 import re
 import shutil
@@ -20,7 +19,8 @@ import httpx
 import jinja2
 import pytest
 
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import haproxy_admin, stream_bench
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import haproxy_admin
+from ansible_collections.sparkfleet.vllm.tests.support.chat_stream import stream_chat
 
 ROOT = pathlib.Path(__file__).parents[2]
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
@@ -96,23 +96,8 @@ def _body(model, tokens, stream=True):
 
 
 def _stream(url, model, tokens, result, key=CLIENTS[0]["key"], resume=None):
-    """A streamed completion through the front door: its status, chunks, finish reason, or the client's error.
-    With resume (an Event), the client stops reading after its first chunk until resume is set."""
-    result.update(chunks=0, finish=None, error=None)
-    try:
-        with httpx.stream("POST", f"{url}/v1/chat/completions", json=_body(model, tokens), headers={"Authorization": f"Bearer {key}"}, timeout=120) as response:
-            result["status"] = response.status_code
-            decoder = stream_bench.SSEDecoder()  # lines end at \n only: a model's text may hold \u2028 and the like
-            for chunk in response.iter_bytes():
-                if resume is not None and result["chunks"]:
-                    resume.wait(timeout=120)
-                for data in decoder.feed_bytes(chunk):
-                    if data.startswith("{"):
-                        for choice in json.loads(data)["choices"]:
-                            result["chunks"] += 1
-                            result["finish"] = choice.get("finish_reason") or result["finish"]
-    except httpx.HTTPError as error:
-        result["error"] = f"{type(error).__name__}: {error}"
+    """A streamed completion through the front door (chat_stream.stream_chat), as client `key`."""
+    stream_chat(url, _body(model, tokens), result, headers={"Authorization": f"Bearer {key}"}, resume=resume)
 
 
 def _ask(url, model, key=CLIENTS[0]["key"]):
