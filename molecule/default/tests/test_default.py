@@ -8,6 +8,7 @@ with the new flags and changes nothing else; stop.yml leaves nothing.
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -23,7 +24,7 @@ import time
 import httpx
 import pytest
 
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import stream_bench
+from ansible_collections.sparkfleet.vllm.tests.support.chat_stream import stream_chat
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 INVENTORY = REPO / "molecule/resources/inventory/hosts.yml"
@@ -108,22 +109,29 @@ def _env():
     return dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
 
 
-def _run_playbook(playbook, *extra, inventory=INVENTORY, hosts=tuple(RANKS)):
-    env = _env()
-    result = subprocess.run(
-        ["ansible-playbook", "-i", str(inventory), str(REPO / playbook), *extra],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1500,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    recap = dict(re.findall(r"^(spark\d)\s+:\s+ok=\d+\s+changed=(\d+)", result.stdout, re.M))
-    assert set(recap) == set(hosts), result.stdout[-2000:]
+def _run_playbook(playbook, *extra, inventory=INVENTORY, hosts=tuple(RANKS), on_line=None):
+    """A playbook of the repository against inventory; asserts it passed on exactly `hosts`. (whitespace-folded
+    stdout, changed per host.) on_line, if given, sees each line of stdout as the run prints it."""
+    command = ["ansible-playbook", "-i", str(inventory), str(REPO / playbook), *extra]
+    if on_line is None:
+        result = subprocess.run(command, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=1500, check=False)
+        returncode, stdout, stderr = result.returncode, result.stdout, result.stderr
+    else:
+        with subprocess.Popen(command, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+            errors = []
+            reader = threading.Thread(target=lambda: errors.append(process.stderr.read()))
+            reader.start()
+            lines = []
+            for line in process.stdout:
+                lines.append(line)
+                on_line(line)
+            reader.join()
+            returncode, stdout, stderr = process.wait(timeout=60), "".join(lines), "".join(errors)
+    assert returncode == 0, stdout[-4000:] + stderr[-2000:]
+    recap = dict(re.findall(r"^(spark\d)\s+:\s+ok=\d+\s+changed=(\d+)", stdout, re.M))
+    assert set(recap) == set(hosts), stdout[-2000:]
     # The YAML callback wraps long messages: phrases are matched on whitespace-folded text.
-    return " ".join(result.stdout.split()), {host: int(changed) for host, changed in recap.items()}
+    return " ".join(stdout.split()), {host: int(changed) for host, changed in recap.items()}
 
 
 def _start_times():
@@ -182,19 +190,7 @@ def _front_door_stream(tokens, result, headers=None, timeout=600):
         "ignore_eos": True,
         "stream": True,
     }
-    result.update(chunks=0, finish=None, error=None)
-    try:
-        with httpx.stream("POST", f"{FRONT_DOOR}/v1/chat/completions", json=body, headers=headers, timeout=timeout) as response:
-            result["status"] = response.status_code
-            decoder = stream_bench.SSEDecoder()  # lines end at \n only: the tiny model's text may hold \u2028 and the like
-            for chunk in response.iter_bytes():
-                for data in decoder.feed_bytes(chunk):
-                    if data.startswith("{"):
-                        for choice in json.loads(data)["choices"]:
-                            result["chunks"] += 1
-                            result["finish"] = choice.get("finish_reason") or result["finish"]
-    except httpx.HTTPError as error:
-        result["error"] = f"{type(error).__name__}: {error}"
+    stream_chat(FRONT_DOOR, body, result, headers=headers, timeout=timeout)
 
 
 def _front_door_servers():
@@ -493,27 +489,27 @@ def _node_state():
     return _snapshot(), _start_times()
 
 
-def test_a_dry_run_of_a_lane_switch_changes_nothing_and_says_what_would_restart_and_why():
-    """site.yml -e lane=1m --check --diff on the serving 500k engine: every role in check mode, no node changed,
-    every rank named as one that would restart, with the flags that differ."""
+def test_dry_runs_change_nothing_and_say_what_would_restart_and_why():
+    """Two dry runs side by side on the serving 500k engine (each only reads, each with its own run lock): site.yml
+    -e lane=1m --check --diff runs every role in check mode and names every rank as one that would restart, with
+    the flags that differ; lane.yml -e lane=500k --check says nothing would restart. No node changed."""
+    from test_host_stack import _own_lock
+
     before = _node_state()
-    output, _unused = _run_playbook("site.yml", "-e", "lane=1m", "--check", "--diff")
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        switch = pool.submit(_run_playbook, "site.yml", "-e", "lane=1m", "--check", "--diff", *_own_lock("dry-run-switch"))
+        same = pool.submit(_run_playbook, "playbooks/lane.yml", "-e", "lane=500k", "--check", *_own_lock("dry-run-same"))
+        (output, _unused), (same_output, same_changed) = switch.result(), same.result()
     assert _node_state() == before
     for name, rank in RANKS.items():
         assert f"dry run: {name} (rank {rank}) would restart: what it runs differs from this run." in output, output[-4000:]
     assert output.count("---max-model-len 500000") == len(RANKS)
     assert output.count("+--max-model-len 1000000") == len(RANKS)
     assert "Start the workers (headless) first" not in output
+    assert "dry run: engine sparks would not restart: every rank runs what this run renders and the head answers." in same_output, same_output[-3000:]
+    assert "would restart:" not in same_output
+    assert set(same_changed.values()) == {0}
     test_head_streams_a_chat_completion(False)  # the 500k engine serves on
-
-
-def test_a_dry_run_with_nothing_to_change_says_nothing_would_restart():
-    before = _node_state()
-    output, changed = _run_playbook("playbooks/lane.yml", "-e", "lane=500k", "--check")
-    assert _node_state() == before
-    assert "dry run: engine sparks would not restart: every rank runs what this run renders and the head answers." in output, output[-3000:]
-    assert "would restart:" not in output
-    assert set(changed.values()) == {0}
 
 
 # The run killed here (test_a_killed_runs_lock_stays_behind) and taken over by the lane switch after it.
@@ -548,9 +544,11 @@ def test_lane_switch_on_full_nodes_restarts_every_rank_and_only_the_ranks_move_m
     """500k -> 1m while the engine holds most of every node: the relaunch fits because the old ranks'
     memory is the engine's own; the idle-GPU checks run after they stop; memory outside the ranks stays put."""
     before, memory_before, started = _start_times(), {name: _node_memory(name) for name in RANKS}, time.time()
-    # Users stream through the front door all along (two clients, each starting its next stream when one ends, so
-    # that one is always in flight); another client asks for one token every half second.
-    streams, switch, refused, stop = [], {}, [], threading.Event()
+    # Users stream through the front door from the moment the run has decided to relaunch (it then asks the running
+    # engine for a token; the drain comes a few tasks later): two clients, each starting its next stream when one
+    # ends, so that one is always in flight; another client asks for one token every half second. (Earlier, their
+    # load would only slow the run's reads on two cores.)
+    streams, switch, refused, stop, deciding = [], {}, [], threading.Event(), threading.Event()
 
     def keep_streaming():
         while not stop.is_set():
@@ -560,12 +558,17 @@ def test_lane_switch_on_full_nodes_restarts_every_rank_and_only_the_ranks_move_m
             if result.get("status") != 200:
                 return
 
+    def note_the_decision(line):
+        if "TASK [sparkfleet.vllm.engine : Ask the engine for one token]" in line:
+            deciding.set()
+
+    switching = threading.Thread(target=lambda: switch.update(result=_run_playbook("playbooks/lane.yml", "-e", "lane=1m", on_line=note_the_decision)))
+    switching.start()
+    assert deciding.wait(timeout=600), "lane.yml never asked the running engine for a token"
     clients = [threading.Thread(target=keep_streaming) for _unused in range(2)]
     for client in clients:
         client.start()
-        time.sleep(4)
-    switching = threading.Thread(target=lambda: switch.update(result=_run_playbook("playbooks/lane.yml", "-e", "lane=1m")))
-    switching.start()
+        time.sleep(1)
     while switching.is_alive() and not refused:
         answer = httpx.post(
             f"{FRONT_DOOR}/v1/chat/completions", json={"model": "glm-5.3-flash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}, timeout=120
