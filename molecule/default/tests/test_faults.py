@@ -36,7 +36,7 @@ import time
 
 import httpx
 import pytest
-from test_default import CONTAINER, FRONT_DOOR, HEAD_API, INVENTORY, PATCH_TARGET, RANKS, REPO, _env, _front_door_servers, _front_door_stream
+from test_default import CONTAINER, FRONT_DOOR, HEAD_API, INVENTORY, PATCH_TARGET, RANKS, REPO, _env, _front_door_servers, _front_door_stream, _wait_until
 from test_host_stack import _snapshot
 
 API_KEY = "sk-sparkfleet-" + secrets.token_hex(16)
@@ -720,12 +720,17 @@ def test_the_firewall_admits_the_cluster_and_allowed_clients_only_and_comes_off_
 TWO_ENGINES = REPO / "molecule/resources/inventory-two-engines"
 
 
-def _answered_through_the_front_door(count):
-    """count short chat completions at once through the front door -> their status codes."""
+# Two clients' keys for the two-engines case (front_door_clients), as an operator would vault them.
+ALICE, BOB = {"name": "alice", "key": "alice-" + "a1" * 16}, {"name": "bob", "key": "bob-" + "b2" * 16}
+
+
+def _answered_through_the_front_door(count, client=ALICE):
+    """count short chat completions at once through the front door, with client's key -> their status codes."""
     body = {"model": "glm-5.3-flash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 16, "ignore_eos": True}
+    headers = {"Authorization": f"Bearer {client['key']}"} if client else {}
 
     def ask(_unused):
-        return httpx.post(f"{FRONT_DOOR}/v1/chat/completions", json=body, timeout=120).status_code
+        return httpx.post(f"{FRONT_DOOR}/v1/chat/completions", json=body, headers=headers, timeout=120).status_code
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=count) as pool:
         return list(pool.map(ask, range(count)))
@@ -735,20 +740,26 @@ def _served(servers):
     return {name: int(row["stot"]) for name, row in servers.items() if name != "BACKEND"}
 
 
-def test_two_engines_of_two_ranks_behind_one_front_door_share_the_load_and_one_crashed_loses_no_request():
+def test_two_engines_of_two_ranks_behind_one_front_door_share_the_load_one_crashed_loses_no_request_and_a_removed_key_stops_only_its_client():
     """The eight-Spark layout halved (inventory-two-engines) on the nodes the tests above left without a rank: two
-    engines of two ranks, one front door on spark1 sending requests to both by load. With the second engine's head
-    killed, every request is still answered (by the first)."""
+    engines of two ranks, one front door on spark1 sending requests to both by load, with two clients' keys. With the
+    second engine's head killed, every request is still answered (by the first). One client taken out of the list
+    (front_door.yml) is refused from that run on; the other's stream in flight through the reload runs to its end,
+    and no rank restarts."""
+    clients = ("-e", json.dumps({"front_door_clients": [ALICE, BOB]}))
     # Each engine's smoke benchmark at one stream of the small scenario: the front door is what this case proves.
-    rc, _unused, folded, _unused = _play("site.yml", *ONE_SMALL_STREAM, inventory=TWO_ENGINES)
+    rc, raw, folded, _unused = _play("site.yml", *ONE_SMALL_STREAM, *clients, inventory=TWO_ENGINES)
     try:
         assert rc == 0, folded[-4000:]
+        assert ALICE["key"] not in raw
+        assert BOB["key"] not in raw
         for engine in ("first_pair", "second_pair"):
             assert f"engine {engine}: 2 ranks, lane 262k (262144 x 6), launched" in folded, folded[-4000:]
         servers = _front_door_servers()
         assert {name: row["status"] for name, row in servers.items() if name != "BACKEND"} == {"first_pair": "UP", "second_pair": "UP"}
+        assert _answered_through_the_front_door(1, client=None) == [401]
         before = _served(servers)
-        assert _answered_through_the_front_door(8) == [200] * 8
+        assert _answered_through_the_front_door(4) + _answered_through_the_front_door(4, client=BOB) == [200] * 8
         after = _served(_front_door_servers())
         assert all(after[name] > before[name] for name in before), (before, after)  # both engines took requests
 
@@ -758,8 +769,24 @@ def test_two_engines_of_two_ranks_behind_one_front_door_share_the_load_and_one_c
         assert _answered_through_the_front_door(6) == [200] * 6
         assert _front_door_servers()["second_pair"]["status"].startswith("DOWN")
         assert _answered_through_the_front_door(6) == [200] * 6
+
+        # Bob taken out of the list while Alice streams.
+        first_pair_started = _start_times(("spark1", "spark2"))
+        in_flight = {}
+        streamer = threading.Thread(target=_front_door_stream, args=(200, in_flight), kwargs={"headers": {"Authorization": f"Bearer {ALICE['key']}"}})
+        streamer.start()
+        _wait_until(lambda: in_flight.get("chunks", 0) > 0, 60, "Alice's stream never began")
+        rc, raw, folded, changed = _play("playbooks/front_door.yml", "-e", json.dumps({"front_door_clients": [ALICE]}), inventory=TWO_ENGINES)
+        assert rc == 0, folded[-4000:]
+        assert changed["spark1"] > 0
+        assert BOB["key"] not in raw
+        assert _answered_through_the_front_door(1, client=BOB) == [401]
+        assert _answered_through_the_front_door(1) == [200]
+        streamer.join(timeout=120)
+        assert (in_flight["status"], in_flight["finish"], in_flight["error"]) == (200, "length", None), in_flight
+        assert _start_times(("spark1", "spark2")) == first_pair_started
     finally:
         # No rank left, as test_host_stack and test_sources expect; the front door keeps this layout's two servers
-        # (down) until the next site.yml writes its configuration.
+        # (down) and Alice's key until the next site.yml writes its configuration.
         for name in RANKS:
             _node(name, f"docker rm -f {CONTAINER} 2>/dev/null || true")
