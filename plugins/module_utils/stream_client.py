@@ -193,11 +193,14 @@ class Client:
     (measured), which is client-side queueing.
     """
 
-    def __init__(self, base_url: str, api_key: str | None, timeout_s: float):
+    def __init__(self, base_url: str, api_key: str | None, timeout_s: float, headers: dict[str, str] | None = None):
         self.base_url = base_url.rstrip("/")
         if api_key and any(c in api_key for c in "\r\n"):
             raise StreamBenchError("api_key contains a line break: give the key alone, as the engine was started with it")
-        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        for name, value in (headers or {}).items():
+            if not name.replace("-", "").isalnum() or any(c in str(value) for c in "\r\n"):
+                raise StreamBenchError(f"header {name!r}: a name of letters, digits and dashes and a value on one line, e.g. X-Sparkfleet-Engine: sparks")
+        self.headers = {**{name: str(value) for name, value in (headers or {}).items()}, **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
         self.timeout_s = timeout_s
         url = urllib.parse.urlsplit(self.base_url)
         if url.scheme not in ("http", "https") or not url.hostname:
@@ -343,8 +346,9 @@ async def run_benchmark_async(
     multimodal: bool = False,
     read_metrics: bool = True,
     on_request=None,
+    headers: dict[str, str] | None = None,
 ) -> dict:
-    client = Client(url, api_key, timeout_s)
+    client = Client(url, api_key, timeout_s, headers)
     try:
         problem = await preflight(client, model)
         if problem:

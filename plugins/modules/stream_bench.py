@@ -28,6 +28,13 @@ requirements:
   - uvloop and orjson, where installed, lower the client's CPU per streamed token
   - Pillow for the image scenario, prometheus_client for the server's metrics
 options:
+  headers:
+    description:
+      - More request headers, on every request of the benchmark. Through the front door the smoke_bench role sends
+        C(X-Sparkfleet-Engine) naming the engine it measures, so that the front door sends each request to that
+        engine and no other.
+    type: dict
+    default: {}
   scenarios:
     description: Names of the scenarios to run, in order.
     type: list
@@ -204,6 +211,7 @@ def main():
             "url": {"type": "str", "required": True},
             "model": {"type": "str", "required": True},
             "api_key": {"type": "str", "no_log": True},
+            "headers": {"type": "dict", "default": {}},
             "scenarios": {"type": "list", "elements": "str", "default": ["small", "reasoning"]},
             "scenario_definitions": {"type": "dict"},
             "concurrency": {"type": "raw", "default": 1},
@@ -257,6 +265,7 @@ def main():
             multimodal=params["multimodal"],
             read_metrics=params["read_metrics"],
             on_request=on_request,
+            headers=params["headers"],
         )
     except sb.StreamBenchError as error:
         outcome = {"failed": True, "msg": str(error), "waves": [], "skipped": []}

@@ -63,7 +63,9 @@ class DoubleServer:
     async def run(self, scenario, **client_args):
         server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
-        client = stream_client.Client(f"http://127.0.0.1:{port}", client_args.pop("api_key", None), client_args.pop("timeout_s", 5.0))
+        client = stream_client.Client(
+            f"http://127.0.0.1:{port}", client_args.pop("api_key", None), client_args.pop("timeout_s", 5.0), client_args.pop("headers", None)
+        )
         try:
             async with server:
                 return await scenario(client)
@@ -96,7 +98,7 @@ def test_one_event_per_chunk_and_chunks_split_anywhere_give_the_line_paths_figur
     async def scenario(client):
         return [await client.stream(BODY), await client.stream(BODY)]
 
-    records = asyncio.run(server.run(scenario, api_key="k-1"))
+    records = asyncio.run(server.run(scenario, api_key="k-1", headers={"X-Sparkfleet-Engine": "sparks"}))
     for rec in records:
         figures = rec.result()
         assert rec.error is None
@@ -109,6 +111,7 @@ def test_one_event_per_chunk_and_chunks_split_anywhere_give_the_line_paths_figur
     head = server.requests[0].split(b"\r\n\r\n")[0].decode()
     assert head.startswith("POST /v1/chat/completions HTTP/1.1\r\n")
     assert "Authorization: Bearer k-1" in head
+    assert "X-Sparkfleet-Engine: sparks\r\n" in head  # the engine the front door sends every request to
     assert "X-Request-Id: sparkfleet-bench-" in head
     assert json.loads(server.requests[0].split(b"\r\n\r\n", 1)[1]) == BODY
 
@@ -239,3 +242,9 @@ def test_a_refused_connection_is_an_error_row_naming_the_url():
 def test_bad_url_or_key_is_refused_before_any_connection(url, api_key, message):
     with pytest.raises(sb.StreamBenchError, match=message.replace("+", r"\+")):
         stream_client.Client(url, api_key, 5.0)
+
+
+@pytest.mark.parametrize("headers", [{"X-Engine": "sparks\r\nX-Evil: 1"}, {"X Engine": "sparks"}])
+def test_a_header_that_would_split_the_request_is_refused_before_any_connection(headers):
+    with pytest.raises(sb.StreamBenchError, match="a name of letters, digits and dashes and a value on one line"):
+        stream_client.Client("http://head:8080", None, 5.0, headers)
