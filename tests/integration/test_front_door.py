@@ -6,6 +6,8 @@ away with 503 runs in molecule, around a real lane switch.)"""
 
 from __future__ import annotations
 
+import csv
+import io
 import pathlib
 import re
 import shutil
@@ -38,13 +40,11 @@ def _free_port():
         return probe.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def front_door(vllm_server, tmp_path_factory):
-    """HAProxy with the role's configuration for one engine (the vLLM server) of SLOTS slots: (url, admin, model)."""
-    base, engine_key, model = vllm_server
+def _values(vllm_server, work, heads=("spark1",)):
+    """The role's variables for a front door before the vLLM server, each of heads an engine of SLOTS slots there."""
+    base, engine_key, _unused = vllm_server
     engine = urllib.parse.urlsplit(base)
-    work = tmp_path_factory.mktemp("front-door")
-    values = {
+    return {
         "ansible_managed": "Ansible managed",
         "front_door_admin_socket": str(work / "admin.sock"),
         "front_door_queue_timeout_s": 60,
@@ -53,38 +53,51 @@ def front_door(vllm_server, tmp_path_factory):
         "front_door_port": _free_port(),
         "front_door_retry_after_s": int(RETRY_AFTER),
         "front_door_queue_length": QUEUE,
-        "front_door_heads": ["spark1"],
+        "front_door_heads": list(heads),
         "front_door_engine_port": engine.port,
         "front_door_clients": CLIENTS,
         "front_door_clients_map": str(work / "clients.map"),
         "front_door_engine_api_key": engine_key,
         "hostvars": {
-            "spark1": {
-                "sparkfleet_engine_group": "sparks",
+            head: {
+                "sparkfleet_engine_group": "sparks" if index == 0 else f"sparks{index + 1}",
                 "sparkfleet_lane": {"name": "500k", "max_num_seqs": SLOTS},
                 "sparkfleet_head_address": engine.hostname,
             }
+            for index, head in enumerate(heads)
         },
     }
+
+
+def _haproxy(work, values):
+    """HAProxy with the role's configuration, rendered from values, once every engine is UP: (process, admin)."""
     # Rendered as the role's template task renders it (Ansible's default: trim_blocks).
     templates = jinja2.Environment(loader=jinja2.FileSystemLoader(ROOT / "roles/front_door/templates"), trim_blocks=True, keep_trailing_newline=True)
     for name, target in (("clients.map.j2", "clients.map"), ("haproxy.cfg.j2", "haproxy.cfg")):
         (work / target).write_text(templates.get_template(name).render(**values))
     subprocess.run([HAPROXY, "-c", "-f", str(work / "haproxy.cfg")], check=True, capture_output=True)
     process = subprocess.Popen([HAPROXY, "-db", "-f", str(work / "haproxy.cfg")], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    admin = haproxy_admin.Admin(str(work / "admin.sock"))
+    admin = haproxy_admin.Admin(values["front_door_admin_socket"])
+    engines = [values["hostvars"][head]["sparkfleet_engine_group"] for head in values["front_door_heads"]]
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            if all(admin.server("engines", engine)["status"] == "UP" for engine in engines):
+                return process, admin
+        except haproxy_admin.HaproxyAdminError:
+            pass
+        time.sleep(0.2)
+    process.terminate()
+    pytest.fail(f"HAProxy did not mark every engine UP: {process.stderr.read1().decode(errors='replace') if process.poll() is not None else ''}")
+
+
+@pytest.fixture(scope="module")
+def front_door(vllm_server, tmp_path_factory):
+    """HAProxy with the role's configuration for one engine (the vLLM server) of SLOTS slots: (url, admin, model)."""
+    values = _values(vllm_server, tmp_path_factory.mktemp("front-door"))
+    process, admin = _haproxy(pathlib.Path(values["front_door_admin_socket"]).parent, values)
     try:
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                if admin.server("engines", "sparks")["status"] == "UP":
-                    break
-            except haproxy_admin.HaproxyAdminError:
-                pass
-            time.sleep(0.2)
-        else:
-            pytest.fail(f"HAProxy did not mark the engine UP: {process.stderr.read1().decode(errors='replace') if process.poll() is not None else ''}")
-        yield f"http://127.0.0.1:{values['front_door_port']}", admin, model
+        yield f"http://127.0.0.1:{values['front_door_port']}", admin, vllm_server[2]
     finally:
         process.terminate()
         process.wait(timeout=10)
@@ -178,3 +191,31 @@ def test_a_stream_past_the_drain_timeout_is_cut_and_its_client_sees_it(front_doo
     assert (drained["waited_for"], drained["cut"]) == (1, 1), drained
     assert in_flight["error"], in_flight  # broken mid-body, not a stream that ends as if complete
     assert in_flight["finish"] is None
+
+
+def test_a_request_naming_its_engine_goes_to_that_engine_only(vllm_server, tmp_path):
+    """Two engines behind one front door (both the one vLLM server, under two names): a request with
+    X-Sparkfleet-Engine, as the smoke benchmark sends, goes to the engine it names every time; one without it goes
+    by load."""
+    values = _values(vllm_server, tmp_path, heads=("spark1", "spark5"))
+    process, admin = _haproxy(tmp_path, values)
+    url, model = f"http://127.0.0.1:{values['front_door_port']}", vllm_server[2]
+    try:
+
+        def served():  # each engine's total of requests, from HAProxy's own `show stat`
+            rows = csv.DictReader(io.StringIO(admin.run("show stat").lstrip("# ")))
+            return {row["svname"]: int(row["stot"]) for row in rows if row["pxname"] == "engines" and row["svname"] in ("sparks", "sparks2")}
+
+        before = served()
+        for _unused in range(4):
+            named = httpx.post(
+                f"{url}/v1/chat/completions",
+                json=_body(model, 1, stream=False),
+                headers={"Authorization": f"Bearer {CLIENTS[0]['key']}", "X-Sparkfleet-Engine": "sparks2"},
+                timeout=60,
+            )
+            assert named.status_code == 200, named.text
+        assert served() == {"sparks": before["sparks"], "sparks2": before["sparks2"] + 4}
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

@@ -391,6 +391,8 @@ def _assert_site_ended_with_the_bench_table_and_wrote_reports(out, started, lane
     assert "## small" in markdown
     assert "## reasoning" in markdown
     assert "| conc | ok | TTFT any (s) | TTFT content (s) |" in markdown
+    # Measured where users reach the engine: through the front door, every request sent to this engine.
+    assert f"- url: {FRONT_DOOR} (the front door, every request sent to engine sparks)" in markdown, markdown[:1500]
     # Provenance: the server's vLLM and the ranks' attestation at launch head the report.
     assert re.search(r"^- vLLM: \d+\.\d+\S* \(the server's /version\)$", markdown, re.M), markdown[:1500]
     # (The cpu profile's gmu_check reads no GPU, so no driver; the head's image may carry a registry digest.)
