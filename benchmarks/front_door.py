@@ -7,8 +7,12 @@ in alternating rounds so that the engine's drift falls on every target alike, an
 time to first token and median time per token after the first, with its ratio to the direct engine's in the
 same run.
 
+With --stall NODE it then stops that node's rank (SIGSTOP: its processes stay, its health answers go on as long as
+the head's do) and sends one stream through each target, printing what the client saw within --stall-s seconds:
+the status, the tokens, and whether the target still answered /health, as a proxy's health check would see it.
+
 Needs the simulated cluster up with the engine and its front door (`make demo`).
-Usage: benchmarks/front_door.py [--rounds 5] [--streams 4] [--tokens 48] [--also NAME=URL ...]
+Usage: benchmarks/front_door.py [--rounds 5] [--streams 4] [--tokens 48] [--also NAME=URL ...] [--stall spark2]
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import concurrent.futures
 import json
 import pathlib
 import statistics
+import subprocess
 import sys
 import time
 
@@ -64,12 +69,52 @@ def wave(url: str, streams: int, tokens: int) -> list[tuple[float, float]]:
         return list(pool.map(lambda _unused: stream(url, tokens), range(streams)))
 
 
+def stalled(url: str, seconds: float) -> str:
+    """One stream while a rank is stopped: what its client saw within `seconds`."""
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Say one word."}], "max_tokens": 8, "stream": True}
+    status, tokens, started = None, 0, time.perf_counter()
+    try:
+        with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=seconds) as response:
+            status = response.status_code
+            decoder = stream_bench.SSEDecoder()
+            for chunk in response.iter_bytes():
+                tokens += sum(1 for data in decoder.feed_bytes(chunk) if data.startswith("{"))
+        ending = f"ended after {time.perf_counter() - started:.1f} s"
+    except httpx.TimeoutException:
+        ending = f"nothing more within {seconds:.0f} s"
+    except httpx.HTTPError as error:
+        ending = f"{type(error).__name__} after {time.perf_counter() - started:.1f} s"
+    try:
+        health = httpx.get(f"{url}/health", timeout=5).status_code
+    except httpx.HTTPError as error:
+        health = type(error).__name__
+    return f"status {status}, {tokens} chunk(s), {ending}; /health then: {health}"
+
+
+def stall_row(node: str, targets: dict[str, str], seconds: float) -> None:
+    """Each target's stream with node's rank stopped (SIGSTOP), then the rank let go on (SIGCONT)."""
+
+    def signal(name: str) -> None:  # every process of the rank, as a wedged GPU leaves them: there, not running
+        every = f"for pid in $(docker top vllm_glm53 -eo pid | tail -n +2); do kill -{name} $pid; done"
+        subprocess.run(["docker", "exec", node, "sh", "-c", every], check=True, capture_output=True)
+
+    signal("STOP")
+    try:
+        print(f"\nthe rank on {node} stopped (SIGSTOP): one stream through each target, {seconds:.0f} s each")
+        for name, url in targets.items():
+            print(f"  {name:<24} {stalled(url, seconds)}")
+    finally:
+        signal("CONT")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--streams", type=int, default=4, help="the concurrent streams of the second wave")
     parser.add_argument("--tokens", type=int, default=48)
     parser.add_argument("--also", action="append", default=[], metavar="NAME=URL", help="another endpoint before the same engine")
+    parser.add_argument("--stall", metavar="NODE", help="then stop this node's rank and stream through each target once")
+    parser.add_argument("--stall-s", type=float, default=20.0, help="how long each client waits on the stopped engine")
     args = parser.parse_args()
     targets = {"engine (direct)": f"http://{HEAD}:8000", "front door (HAProxy)": f"http://{HEAD}:8080"}
     targets.update(dict(item.split("=", 1) for item in args.also))
@@ -88,6 +133,8 @@ def main() -> None:
             ttft = statistics.median(row[0] for row in rows)
             tpot = statistics.median(row[1] for row in rows)
             print(f"  {name:<24} {ttft * 1000:>9.1f} {ttft / direct_ttft:>9.3f} {tpot * 1000:>9.2f} {tpot / direct_tpot:>9.3f}")
+    if args.stall:
+        stall_row(args.stall, targets, args.stall_s)
 
 
 if __name__ == "__main__":
