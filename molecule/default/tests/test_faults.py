@@ -724,10 +724,10 @@ TWO_ENGINES = REPO / "molecule/resources/inventory-two-engines"
 ALICE, BOB = {"name": "alice", "key": "alice-" + "a1" * 16}, {"name": "bob", "key": "bob-" + "b2" * 16}
 
 
-def _answered_through_the_front_door(count, client=ALICE):
-    """count short chat completions at once through the front door, with client's key -> their status codes."""
+def _answered_through_the_front_door(count, key=ALICE["key"]):
+    """count short chat completions at once through the front door, with a client's key (or none) -> their status codes."""
     body = {"model": "glm-5.3-flash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 16, "ignore_eos": True}
-    headers = {"Authorization": f"Bearer {client['key']}"} if client else {}
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
 
     def ask(_unused):
         return httpx.post(f"{FRONT_DOOR}/v1/chat/completions", json=body, headers=headers, timeout=120).status_code
@@ -757,9 +757,9 @@ def test_two_engines_of_two_ranks_behind_one_front_door_share_the_load_one_crash
             assert f"engine {engine}: 2 ranks, lane 262k (262144 x 6), launched" in folded, folded[-4000:]
         servers = _front_door_servers()
         assert {name: row["status"] for name, row in servers.items() if name != "BACKEND"} == {"first_pair": "UP", "second_pair": "UP"}
-        assert _answered_through_the_front_door(1, client=None) == [401]
+        assert _answered_through_the_front_door(1, key=None) == [401]
         before = _served(servers)
-        assert _answered_through_the_front_door(4) + _answered_through_the_front_door(4, client=BOB) == [200] * 8
+        assert _answered_through_the_front_door(4) + _answered_through_the_front_door(4, key=BOB["key"]) == [200] * 8
         after = _served(_front_door_servers())
         assert all(after[name] > before[name] for name in before), (before, after)  # both engines took requests
 
@@ -780,7 +780,7 @@ def test_two_engines_of_two_ranks_behind_one_front_door_share_the_load_one_crash
         assert rc == 0, folded[-4000:]
         assert changed["spark1"] > 0
         assert BOB["key"] not in raw
-        assert _answered_through_the_front_door(1, client=BOB) == [401]
+        assert _answered_through_the_front_door(1, key=BOB["key"]) == [401]
         assert _answered_through_the_front_door(1) == [200]
         streamer.join(timeout=120)
         assert (in_flight["status"], in_flight["finish"], in_flight["error"]) == (200, "length", None), in_flight
