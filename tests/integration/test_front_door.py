@@ -57,6 +57,8 @@ def _values(vllm_server, work, heads=("spark1",)):
         "front_door_engine_port": engine.port,
         "front_door_clients": CLIENTS,
         "front_door_clients_map": str(work / "clients.map"),
+        "front_door_access_log": "sparkfleet-access",
+        "front_door_access_log_bytes": 65536,
         "front_door_engine_api_key": engine_key,
         "hostvars": {
             head: {
@@ -137,6 +139,12 @@ def test_only_a_clients_own_key_passes_and_the_engine_receives_its_own(front_doo
         assert answered.status_code == 200, answered.text  # vLLM took the engine's key, which the front door sent
     counted = admin.run("show table clients")
     assert {"alice", "bob"} <= set(re.findall(r"key=(\w+) ", counted)), counted
+    # The access log names each client, and no key; a refused key is no one's.
+    logged = admin.run("show events sparkfleet-access")
+    for client in CLIENTS:
+        assert re.search(rf"client={client['name']} 127\.0\.0\.1 POST /v1/chat/completions 200 bytes=\d+ time_ms=\d+ engine=sparks$", logged, re.M), logged
+        assert client["key"] not in logged
+    assert len(re.findall(r"client=- 127\.0\.0\.1 POST /v1/chat/completions 401 .* engine=<NOSRV>$", logged, re.M)) >= 3, logged
 
 
 def _engine_side(admin):

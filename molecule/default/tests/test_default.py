@@ -193,12 +193,17 @@ def _front_door_stream(tokens, result, headers=None, timeout=600):
     stream_chat(FRONT_DOOR, body, result, headers=headers, timeout=timeout)
 
 
+def _front_door_runtime(command):
+    """What HAProxy's runtime API on the head answers to command."""
+    script = (
+        f"import socket; s = socket.socket(socket.AF_UNIX); s.connect('/run/haproxy/sparkfleet.sock'); s.sendall(b'{command}\\n'); print(s.makefile().read())"
+    )
+    return subprocess.run(["docker", "exec", "spark1", "python3", "-c", script], capture_output=True, text=True, check=True).stdout
+
+
 def _front_door_servers():
     """HAProxy's `show stat` on the head: {engine or BACKEND: {status, scur, qcur, smax, ...}} (the queue is the backend's)."""
-    script = (
-        "import socket; s = socket.socket(socket.AF_UNIX); s.connect('/run/haproxy/sparkfleet.sock'); s.sendall(b'show stat\\n'); print(s.makefile().read())"
-    )
-    text = subprocess.run(["docker", "exec", "spark1", "python3", "-c", script], capture_output=True, text=True, check=True).stdout
+    text = _front_door_runtime("show stat")
     header, *rows = [line.lstrip("# ").split(",") for line in text.splitlines() if line.strip()]
     table = [dict(zip(header, row, strict=False)) for row in rows]
     return {row["svname"]: row for row in table if row["pxname"] == "engines"}

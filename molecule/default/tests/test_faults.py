@@ -36,7 +36,20 @@ import time
 
 import httpx
 import pytest
-from test_default import CONTAINER, FRONT_DOOR, HEAD_API, INVENTORY, PATCH_TARGET, RANKS, REPO, _env, _front_door_servers, _front_door_stream, _wait_until
+from test_default import (
+    CONTAINER,
+    FRONT_DOOR,
+    HEAD_API,
+    INVENTORY,
+    PATCH_TARGET,
+    RANKS,
+    REPO,
+    _env,
+    _front_door_runtime,
+    _front_door_servers,
+    _front_door_stream,
+    _wait_until,
+)
 from test_host_stack import _snapshot
 
 API_KEY = "sk-sparkfleet-" + secrets.token_hex(16)
@@ -762,6 +775,12 @@ def test_two_engines_of_two_ranks_behind_one_front_door_share_the_load_one_crash
         assert _answered_through_the_front_door(4) + _answered_through_the_front_door(4, key=BOB["key"]) == [200] * 8
         after = _served(_front_door_servers())
         assert all(after[name] > before[name] for name in before), (before, after)  # both engines took requests
+        # The access log names each request's client and engine (and no key).
+        logged = _front_door_runtime("show events sparkfleet-access")
+        for client in ("alice", "bob"):
+            assert re.search(rf"client={client} \S+ POST /v1/chat/completions 200 bytes=\d+ time_ms=\d+ engine=(first|second)_pair$", logged, re.M), logged
+        assert ALICE["key"] not in logged
+        assert BOB["key"] not in logged
 
         # As many at once as the first engine has slots: the ones sent to the killed head are refused at connect and
         # go to the first engine, and that refusal marks the killed one down.
