@@ -8,22 +8,19 @@ Documented per filter in the YAML files beside this one (ansible-doc -t filter s
 from __future__ import annotations
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import attestation
-from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filter_errors import raising_filter_errors
-
-
-def _wrap(function):
-    return raising_filter_errors(function, attestation.AttestationError)
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filter_errors import as_filters
 
 
 class FilterModule:
     """sparkfleet.vllm rank parity filters."""
 
     def filters(self):
-        return {
-            "rank_attestation": _wrap(attestation.rank_attestation),
-            "parity_differences": _wrap(attestation.parity_differences),
-            "parity_message": _wrap(attestation.parity_message),
-            "attestation_summary": _wrap(attestation.attestation_summary),
-            "launch_provenance": _wrap(attestation.launch_provenance),
-            "fabric_identity": _wrap(attestation.fabric_identity),
-        }
+        return as_filters(
+            {
+                "rank_attestation": attestation.rank_attestation,
+                "parity_refusal": attestation.parity_refusal,
+                "attestation_summary": attestation.attestation_summary,
+                "launch_provenance": attestation.launch_provenance,
+                "fabric_identity": attestation.fabric_identity,
+            }
+        )

@@ -8,7 +8,7 @@ Documented in the YAML files beside this one (ansible-doc -t filter sparkfleet.v
 from __future__ import annotations
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import container_spec
-from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filter_errors import raising_filter_errors
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filter_errors import as_filters
 
 
 def docker_run_options(profile, shm_size=None, ulimits=True):
@@ -25,7 +25,4 @@ class FilterModule:
     """sparkfleet.vllm container spec filter."""
 
     def filters(self):
-        return {
-            "docker_run_options": raising_filter_errors(docker_run_options, container_spec.ContainerSpecError),
-            "docker_refusal_fix": container_spec.docker_refusal_fix,
-        }
+        return as_filters({"docker_run_options": docker_run_options, "docker_refusal_fix": container_spec.docker_refusal_fix})

@@ -8,15 +8,18 @@ Documented per filter in the YAML files beside this one (ansible-doc -t filter s
 from __future__ import annotations
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import rehearsal
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filter_errors import as_filters
 
 
 class FilterModule:
     """sparkfleet.vllm rehearsal filters."""
 
     def filters(self):
-        return {
-            "rehearsed_ranks": rehearsal.rank_summaries,
-            "rehearsal_facts": rehearsal.node_facts,
-            "rehearsal_rows": rehearsal.node_rows,
-            "rehearsal_table": rehearsal.table,
-        }
+        return as_filters(
+            {
+                "rehearsed_ranks": rehearsal.rank_summaries,
+                "rehearsal_facts": rehearsal.node_facts,
+                "rehearsal_rows": rehearsal.node_rows,
+                "rehearsal_table": rehearsal.table,
+            }
+        )

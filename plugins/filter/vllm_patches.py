@@ -10,7 +10,7 @@ import os
 import yaml
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import vllm_patches
-from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filter_errors import raising_filter_errors
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filter_errors import as_filters
 
 
 def selected_patches(names, patches_dir):
@@ -41,9 +41,8 @@ class FilterModule:
     """sparkfleet.vllm patch filters."""
 
     def filters(self):
+        # Reading the manifest can fail too (a missing file, bad YAML): named as the patches' error.
         return {
-            "selected_patches": raising_filter_errors(
-                selected_patches, OSError, yaml.YAMLError, vllm_patches.PatchError, describe=lambda error: f"patches: {error}"
-            ),
-            "checked_graph_guards": raising_filter_errors(checked_graph_guards),
+            **as_filters({"selected_patches": selected_patches}, OSError, yaml.YAMLError, ValueError, describe=lambda error: f"patches: {error}"),
+            **as_filters({"checked_graph_guards": checked_graph_guards}),
         }

@@ -186,6 +186,12 @@ def parity_message(differences, engine):
     return f"The ranks of engine '{engine}' would run different things: " + "; ".join(lines) + ". To fix: " + "; ".join(fixes) + "."
 
 
+def parity_refusal(attestations, engine):
+    """The refusal naming every rank, item and both values where the ranks differ; empty when every rank agrees."""
+    differences = parity_differences(attestations)
+    return parity_message(differences, engine) if differences else ""
+
+
 def _digest_of(repo_digests):
     """The head image's registry digest, short, or why there is none."""
     if not repo_digests:

@@ -40,6 +40,7 @@ def test_ranks_of_one_engine_agree_though_their_place_address_key_and_kv_size_di
     assert ranks["spark1"]["env_sha256"] == ranks["spark2"]["env_sha256"]
     assert "secret-key" not in repr(ranks["spark1"])
     assert attestation.parity_differences(ranks) == []
+    assert attestation.parity_refusal(ranks, "sparks") == ""
 
 
 def test_a_flag_one_rank_has_is_named_with_both_values():
@@ -56,6 +57,7 @@ def test_a_flag_one_rank_has_is_named_with_both_values():
         "--enable-prefix-caching where spark1 (the head) has (nothing the other lacks). To fix: give every node the same engine "
         "settings (a host_vars entry on one node, e.g. engine_extra_args, makes a rank differ)."
     )
+    assert attestation.parity_refusal(ranks, "sparks") == message
 
 
 def test_another_image_a_variable_and_a_kernel_are_each_named():
