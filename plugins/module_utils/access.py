@@ -42,11 +42,12 @@ def checked_api_key(key):
 CLIENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
-def checked_front_door_clients(clients):
+def checked_front_door_clients(clients, bench_client=""):
     """The front door's clients, [{name, key}]: each name a word, each key a bearer token of its own. [] means no key
-    is asked at the front door. Messages name the client, never quote a key."""
+    is asked at the front door. bench_client (smoke_bench_front_door_client), when set, must be one of them.
+    Messages name the client, never quote a key."""
     if clients is None or clients == "":
-        return []
+        clients = []
     if isinstance(clients, (str, dict)) or not isinstance(clients, (list, tuple)):
         raise AccessError(f"front_door_clients must be a list of {{name, key}}, got a {type(clients).__name__}.")
     names, keys = set(), set()
@@ -70,6 +71,16 @@ def checked_front_door_clients(clients):
             raise AccessError(f"front_door_clients {name!r} has the key of another client: each client needs its own, so that removing one stops only it.")
         names.add(name)
         keys.add(key)
+    if bench_client and not names:
+        raise AccessError(
+            f"smoke_bench_front_door_client is {bench_client!r}, but front_door_clients lists no client: "
+            "leave smoke_bench_front_door_client empty, or list that client in front_door_clients."
+        )
+    if bench_client and str(bench_client) not in names:
+        raise AccessError(
+            f"smoke_bench_front_door_client is {bench_client!r}, which is not one of front_door_clients ({', '.join(sorted(names))}): "
+            "name one of them, or leave it empty for the first."
+        )
     return list(clients)
 
 

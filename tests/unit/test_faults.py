@@ -190,3 +190,14 @@ def test_front_door_clients_are_named_each_with_a_key_of_its_own_and_no_message_
         assert "short-key" not in str(raised.value)
     with pytest.raises(access.AccessError, match="must be a list of"):
         access.checked_front_door_clients({"name": "alice", "key": "a" * 20})
+
+
+def test_the_benchmark_client_is_one_of_the_front_doors_clients():
+    alice, bob = {"name": "alice", "key": "a" * 20}, {"name": "bob", "key": "b" * 20}
+    assert access.checked_front_door_clients([alice, bob], bench_client="bob") == [alice, bob]
+    assert access.checked_front_door_clients([alice, bob], bench_client="") == [alice, bob]
+    with pytest.raises(access.AccessError, match=re.escape("smoke_bench_front_door_client is 'carol', which is not one of front_door_clients (alice, bob)")) as raised:
+        access.checked_front_door_clients([alice, bob], bench_client="carol")
+    assert "a" * 20 not in str(raised.value)
+    with pytest.raises(access.AccessError, match=re.escape("'carol', but front_door_clients lists no client")):
+        access.checked_front_door_clients([], bench_client="carol")

@@ -155,6 +155,10 @@ BAD_INPUT = {
         ["-e", "profile=gb10"],
         "Profile gb10 runs CUDA graphs (enforce_eager false) and no patch of engine_patches provides the graph guard(s) persistent_topk.",
     ),
+    "a benchmark client the front door does not list": (
+        ["-e", json.dumps({"front_door_clients": [{"name": "alice", "key": "alice-" + "a1" * 16}], "smoke_bench_front_door_client": "carol"})],
+        "smoke_bench_front_door_client is 'carol', which is not one of front_door_clients (alice)",
+    ),
     # MOUNTED is on spark1, spark2 and spark4 only (the bad_input_runs fixture puts it there).
     "a file of engine_patch_mounts missing on one worker": (
         ["-e", json.dumps({"engine_patch_mounts": [{"src": MOUNTED, "dest": "/opt/vllm/lib/python3.11/site-packages/vllm/envs.py"}]})],
