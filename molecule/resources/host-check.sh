@@ -35,8 +35,10 @@ need_install=()
 command -v dockerd >/dev/null 2>&1 || need_install+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need_install+=(debootstrap)
 command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || need_install+=(haproxy)
-# promtool checks and tests the monitoring role's rules (tests/unit/test_monitoring_rules.py); it comes with Prometheus.
+# promtool and amtool check the monitoring role's rules and Alertmanager's configuration
+# (tests/unit/test_monitoring_rules.py); they come with the distribution's Prometheus and Alertmanager.
 command -v promtool >/dev/null 2>&1 || need_install+=(prometheus)
+command -v amtool >/dev/null 2>&1 || need_install+=(prometheus-alertmanager)
 if [ "${#need_install[@]}" -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ] && [ "${#sudo_cmd[@]}" -eq 0 ]; then
     fail "missing ${need_install[*]}, and installing packages needs root: run as root, or install them (apt-get install ${need_install[*]})."

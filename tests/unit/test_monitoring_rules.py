@@ -4,6 +4,7 @@ rendered as the role's template task renders them (trim_blocks), with the thresh
 
 from __future__ import annotations
 
+import json
 import pathlib
 import re
 import shutil
@@ -57,7 +58,7 @@ def test_a_profile_without_speculative_decoding_has_no_acceptance_alert(tmp_path
 def test_every_vllm_metric_the_rules_read_is_one_vllm_exports():
     """The names, against the metric names vLLM's own source registers (the live server's /metrics is read in
     tests/integration/test_monitoring_metrics.py)."""
-    import importlib.util  # noqa: PLC0415
+    import importlib.util
 
     package = pathlib.Path(importlib.util.find_spec("vllm").submodule_search_locations[0])  # found, not imported (heavy)
     sources = [package / "v1/metrics/loggers.py", package / "v1/spec_decode/metrics.py"]
@@ -65,3 +66,50 @@ def test_every_vllm_metric_the_rules_read_is_one_vllm_exports():
     template = (ROOT / "roles/monitoring/templates/sparkfleet-rules.yml.j2").read_text()
     read = {re.sub(r"_(total|bucket|sum|count)$", "", name) for name in re.findall(r"vllm:[a-z_]+", template)}
     assert read <= registered, sorted(read - registered)
+
+
+DASHBOARD = ROOT / "roles/monitoring/files/sparkfleet-dashboard.json"
+
+
+def test_every_vllm_metric_the_dashboard_reads_is_one_vllm_exports_and_every_panel_has_a_query():
+    """The dashboard's names against vLLM's source (molecule resolves every query against the simulated engine's
+    Prometheus: test_every_dashboard_panel_query_returns_the_simulated_engines_series)."""
+    import importlib.util
+
+    package = pathlib.Path(importlib.util.find_spec("vllm").submodule_search_locations[0])
+    sources = [package / "v1/metrics/loggers.py", package / "v1/spec_decode/metrics.py"]
+    registered = {name for source in sources for name in re.findall(r'"(vllm:[a-z_]+)"', source.read_text())}
+    dashboard = json.loads(DASHBOARD.read_text())
+    panels = dashboard["panels"]
+    assert len({panel["id"] for panel in panels}) == len(panels)
+    exprs = [target["expr"] for panel in panels for target in panel["targets"]]
+    assert all(panel["targets"] for panel in panels)
+    read = {re.sub(r"_(total|bucket|sum|count)$", "", name) for expr in exprs for name in re.findall(r"vllm:[a-z_]+", expr)}
+    assert read <= registered, sorted(read - registered)
+    # Every query follows the engine picker, so one dashboard serves a cluster of several engines.
+    assert all('sparkfleet_engine=~"$engine"' in expr for expr in exprs), [expr for expr in exprs if "$engine" not in expr]
+
+
+def _render_alertmanager(directory, webhook):
+    templates = jinja2.Environment(loader=jinja2.FileSystemLoader(ROOT / "roles/monitoring/templates"), trim_blocks=True, keep_trailing_newline=True)
+    config = directory / "alertmanager.yml"
+    config.write_text(
+        templates.get_template("alertmanager.yml.j2").render(
+            ansible_managed="Ansible managed", monitoring_alert_webhook_url=webhook, monitoring_alert_group_wait_s=30, monitoring_alert_repeat_interval="4h"
+        )
+    )
+    return config
+
+
+def test_alertmanager_sends_every_alert_to_the_named_webhook_or_keeps_them(tmp_path):
+    amtool = shutil.which("amtool") or "/usr/bin/amtool"
+    assert pathlib.Path(amtool).exists(), "amtool is missing: make host-check installs the distribution's prometheus-alertmanager"
+    for webhook, receiver in (("http://chat.example:9199/alerts", "sparkfleet-webhook"), ("", "sparkfleet-kept")):
+        config = _render_alertmanager(tmp_path, webhook)
+        checked = subprocess.run([amtool, "check-config", str(config)], capture_output=True, text=True, check=False)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        loaded = yaml.safe_load(config.read_text())
+        assert loaded["route"]["receiver"] == receiver
+        (only,) = loaded["receivers"]
+        assert only["name"] == receiver
+        assert only.get("webhook_configs", [{}])[0].get("url", "") == webhook
