@@ -9,8 +9,10 @@ with the new flags and changes nothing else; stop.yml leaves nothing.
 from __future__ import annotations
 
 import concurrent.futures
+import datetime
 import hashlib
 import json
+import math
 import os
 import pathlib
 import re
@@ -20,6 +22,7 @@ import subprocess
 import tarfile
 import threading
 import time
+import urllib.parse
 
 import httpx
 import pytest
@@ -173,6 +176,62 @@ def test_head_streams_a_chat_completion(thinking):
     assert any(delta.get(field) for delta in chunks), f"no delta.{field} in {chunks}"
 
 
+# The monitoring (docs/monitoring.md): Prometheus and Alertmanager on the head, listening on its loopback only, so
+# read from the head itself. molecule's inventory scrapes every 2 s and calls an engine down for 4 s an alert.
+DASHBOARD = REPO / "roles/monitoring/files/sparkfleet-dashboard.json"
+ALERTS_KEPT = "/var/tmp/sparkfleet-alerts.jsonl"
+
+
+def _prometheus(path, **params):
+    """The data of one answer of Prometheus's HTTP API on the head."""
+    url = f"http://127.0.0.1:9090{path}" + (f"?{urllib.parse.urlencode(params)}" if params else "")
+    answer = subprocess.run(["docker", "exec", "spark1", "curl", "-sf", url], capture_output=True, text=True, check=True, timeout=60).stdout
+    return json.loads(answer)["data"]
+
+
+def _scraped_targets():
+    return {
+        (target["labels"]["job"], target["labels"].get("node", target["labels"]["sparkfleet_engine"])): target["health"]
+        for target in _prometheus("/api/v1/targets")["activeTargets"]
+    }
+
+
+def test_prometheus_on_the_head_scrapes_every_node_and_the_engine_with_the_clusters_rules():
+    wanted = {("sparkfleet-node", node): "up" for node in RANKS} | {("sparkfleet-engine", "sparks"): "up"}
+    _wait_until(lambda: _scraped_targets() == wanted, 30, f"every target up: {wanted}")
+    rules = {rule["name"]: rule for group in _prometheus("/api/v1/rules")["groups"] for rule in group["rules"]}
+    assert {"SparkfleetEngineDown", "SparkfleetEngineNoProgress", "SparkfleetKVCacheNearFull", "SparkfleetNodeMemoryLow"} <= set(rules)
+    assert "SparkfleetMTPAcceptanceLow" not in rules  # the cpu profile has no speculative decoding to watch
+    assert all(rule["health"] == "ok" for rule in rules.values()), {name: rule.get("lastError") for name, rule in rules.items()}
+    assert rules["SparkfleetEngineDown"]["state"] == "inactive"
+    alertmanagers = _prometheus("/api/v1/alertmanagers")["activeAlertmanagers"]
+    assert [manager["url"] for manager in alertmanagers] == ["http://127.0.0.1:9093/api/v2/alerts"]
+
+
+def test_every_dashboard_panel_query_returns_the_simulated_engines_series():
+    """Each query of the shipped dashboard, as Grafana would send it (every engine, a 1 m rate window), against the
+    head's Prometheus right after a few requests. Speculative decoding's panel alone has no series here: the cpu
+    profile runs without MTP (docs/monitoring.md), so its query must come back empty, not wrong."""
+    body = {"model": "glm-5.3-flash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "stream": True}
+    for _unused in range(3):
+        stream_chat(HEAD_API, body, {}, timeout=120)
+    time.sleep(6)  # three scrapes
+    answered, empty = {}, []
+    for panel in json.loads(DASHBOARD.read_text())["panels"]:
+        for target in panel["targets"]:
+            expr = target["expr"].replace("$engine", ".+").replace("$__rate_interval", "1m")
+            series = _prometheus("/api/v1/query", query=expr)["result"]
+            if "spec_decode" in expr:
+                empty.append((panel["title"], series))
+                continue
+            values = [float(item["value"][1]) for item in series]
+            answered[(panel["title"], target["legendFormat"])] = values
+            assert any(math.isfinite(value) for value in values), (panel["title"], expr, series)  # a number, not NaN
+    assert len(answered) == 11, answered
+    assert empty == [("MTP acceptance per draft position", [])] * 2, empty
+    assert len(answered[("Memory available per node", "{{node}}")]) == len(RANKS)
+
+
 # The front door (docs/front-door.md): HAProxy on the head. molecule's inventory keeps its queue at 2.
 FRONT_DOOR = "http://192.168.100.11:8080"
 FRONT_DOOR_QUEUE, RETRY_AFTER = 2, "7"
@@ -207,6 +266,12 @@ def _front_door_servers():
     header, *rows = [line.lstrip("# ").split(",") for line in text.splitlines() if line.strip()]
     table = [dict(zip(header, row, strict=False)) for row in rows]
     return {row["svname"]: row for row in table if row["pxname"] == "engines"}
+
+
+def _utc_seconds(stamp):
+    """An RFC 3339 time as Alertmanager writes it (nanoseconds, Z) -> seconds since the epoch."""
+    whole, _unused, fraction = stamp.rstrip("Z").partition(".")
+    return datetime.datetime.fromisoformat(whole).replace(tzinfo=datetime.timezone.utc).timestamp() + float(f"0.{fraction or 0}")
 
 
 def _wait_until(predicate, timeout, what):
@@ -729,12 +794,30 @@ def test_a_foreign_process_holding_a_workers_memory_refuses_a_relaunch_before_an
     assert set(changed.values()) == {0}
 
 
-def test_stop_leaves_no_rank_and_status_reports_it():
-    """stop.yml drains first: a stream longer than the drain timeout is cut, and its client sees an error."""
+@pytest.fixture
+def alert_receiver():
+    """The molecule's webhook (molecule/resources/alert_receiver.py) on the head, where monitoring_alert_webhook_url
+    points -> a function returning every notice it kept."""
+    subprocess.run(["docker", "cp", str(REPO / "molecule/resources/alert_receiver.py"), "spark1:/var/tmp/alert_receiver.py"], check=True)
+    subprocess.run(["docker", "exec", "spark1", "rm", "-f", ALERTS_KEPT], check=True)
+    subprocess.run(["docker", "exec", "-d", "spark1", "python3", "/var/tmp/alert_receiver.py", "127.0.0.1:9199", ALERTS_KEPT], check=True)
+
+    def kept():
+        lines = subprocess.run(["docker", "exec", "spark1", "sh", "-c", f"cat {ALERTS_KEPT} 2>/dev/null || true"], capture_output=True, text=True, check=True)
+        return [json.loads(line) for line in lines.stdout.splitlines()]
+
+    yield kept
+    subprocess.run(["docker", "exec", "spark1", "pkill", "-f", "alert_receiver.py"], check=False)
+
+
+def test_stop_leaves_no_rank_and_status_reports_it(alert_receiver):
+    """stop.yml drains first: a stream longer than the drain timeout is cut, and its client sees an error. The
+    stopped engine is an alert at the cluster's webhook within the rule's window."""
     in_flight = {}
     streamer = threading.Thread(target=_front_door_stream, args=(DRAINED_STREAM_TOKENS * 3, in_flight))
     streamer.start()
     _wait_until(lambda: in_flight.get("chunks", 0) >= 2, 120, "the stream's first tokens")
+    stopping = time.time()
     output, _unused = _run_playbook("playbooks/stop.yml", "-e", "front_door_drain_timeout_s=3")
     streamer.join()
     assert "waited for 1 request(s) in flight, cut 1 at the 3 s drain timeout" in output, output[-3000:]
@@ -756,6 +839,21 @@ def test_stop_leaves_no_rank_and_status_reports_it():
     assert "last launch:" in output
     assert "readiness of engine sparks, lane 1m" in output  # the lane switch's launch, the last one
     assert all(value == 0 for value in changed.values())
+
+    def engine_down_notices():
+        return [
+            alert
+            for notice in alert_receiver()
+            if notice["status"] == "firing"
+            for alert in notice["alerts"]
+            if alert["labels"]["alertname"] == "SparkfleetEngineDown" and _utc_seconds(alert["startsAt"]) >= stopping - 2
+        ]
+
+    _wait_until(engine_down_notices, 60, "SparkfleetEngineDown at the test receiver")
+    (alert,) = engine_down_notices()[:1]
+    assert alert["labels"]["sparkfleet_engine"] == "sparks"
+    assert alert["labels"]["instance"] == "192.168.100.11:8000"
+    assert alert["annotations"]["fix"].startswith("playbooks/status.yml says which rank is down")
 
 
 def test_a_patch_made_for_another_base_refuses_to_start_anything(tmp_path):
