@@ -196,7 +196,8 @@ def test_the_benchmark_client_is_one_of_the_front_doors_clients():
     alice, bob = {"name": "alice", "key": "a" * 20}, {"name": "bob", "key": "b" * 20}
     assert access.checked_front_door_clients([alice, bob], bench_client="bob") == [alice, bob]
     assert access.checked_front_door_clients([alice, bob], bench_client="") == [alice, bob]
-    with pytest.raises(access.AccessError, match=re.escape("smoke_bench_front_door_client is 'carol', which is not one of front_door_clients (alice, bob)")) as raised:
+    unknown = "smoke_bench_front_door_client is 'carol', which is not one of front_door_clients (alice, bob)"
+    with pytest.raises(access.AccessError, match=re.escape(unknown)) as raised:
         access.checked_front_door_clients([alice, bob], bench_client="carol")
     assert "a" * 20 not in str(raised.value)
     with pytest.raises(access.AccessError, match=re.escape("'carol', but front_door_clients lists no client")):
