@@ -230,6 +230,14 @@ def test_every_dashboard_panel_query_returns_the_simulated_engines_series():
     assert len(answered) == 11, answered
     assert empty == [("MTP acceptance per draft position", [])] * 2, empty
     assert len(answered[("Memory available per node", "{{node}}")]) == len(RANKS)
+    # status.yml reads the same Prometheus: the engine's last minutes, beside what status reads itself.
+    output, changed = _run_playbook("playbooks/status.yml")
+    assert "last 5m (Prometheus on spark1):" in output, output[-3000:]
+    live = re.search(r"engine sparks: up; ([0-9.]+) tokens/s generated, TTFT p95 ([0-9.]+) s, inter-token p95 ([0-9.]+) s", output)
+    assert live, output[-3000:]
+    assert float(live.group(1)) > 0
+    assert "alerts firing:" in output
+    assert set(changed.values()) == {0}
 
 
 # The front door (docs/front-door.md): HAProxy on the head. molecule's inventory keeps its queue at 2.
