@@ -159,6 +159,10 @@ BAD_INPUT = {
         ["-e", json.dumps({"front_door_clients": [{"name": "alice", "key": "alice-" + "a1" * 16}], "smoke_bench_front_door_client": "carol"})],
         "smoke_bench_front_door_client is 'carol', which is not one of front_door_clients (alice)",
     ),
+    "GPU clock limits the wrong way round": (
+        ["-e", json.dumps({"nvidia_driver_gpu_clock_limits_mhz": [2000, 200]})],
+        "nvidia_driver_gpu_clock_limits_mhz is [2000, 200]: give [MIN, MAX] in MHz with 0 < MIN <= MAX",
+    ),
     # MOUNTED is on spark1, spark2 and spark4 only (the bad_input_runs fixture puts it there).
     "a file of engine_patch_mounts missing on one worker": (
         ["-e", json.dumps({"engine_patch_mounts": [{"src": MOUNTED, "dest": "/opt/vllm/lib/python3.11/site-packages/vllm/envs.py"}]})],

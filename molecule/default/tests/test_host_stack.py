@@ -123,6 +123,16 @@ def test_nccl_conf_holds_the_clusters_settings(host):
     assert "NCCL_IB_GID_INDEX=" not in conf  # auto: NCCL chooses
 
 
+def test_the_gpu_clocks_are_locked_now_and_by_a_unit_enabled_for_every_boot(host):
+    unit = host.file("/etc/systemd/system/sparkfleet-gpu-clocks.service")
+    assert f"ExecStart={SMI} -lgc 200,2000" in unit.content_string
+    assert "Type=oneshot" in unit.content_string
+    link = host.file("/etc/systemd/system/multi-user.target.wants/sparkfleet-gpu-clocks.service")
+    assert link.is_symlink
+    assert link.linked_to == "/etc/systemd/system/sparkfleet-gpu-clocks.service"
+    assert host.file("/var/lib/sparkfleet-sim/locked-clocks").content_string.strip() == "200,2000"  # what the GPU double was told
+
+
 def test_swappiness_is_zero_now_and_persisted(host):
     assert host.file("/proc/sys/vm/swappiness").content_string.strip() == "0"
     assert host.file("/etc/sysctl.d/60-sparkfleet.conf").content_string.strip() == "vm.swappiness=0"
@@ -205,11 +215,18 @@ def test_driver_drift_on_one_node_is_healed_by_a_rerun():
         "spark4 has driver 580.95.05 installed but 580.126.09 loaded, and reboots are forbidden (nvidia_driver_reboot: false)."
         " Reboot spark4 (sudo reboot), one node at a time, then run again."
     ) in out, out[-3000:]
+    booted = _sh("spark4", "cat /var/lib/sparkfleet-sim/boot-id")
     rc, out, changed = _host_playbook("-e", "nvidia_driver_allow_downgrade=true")
     assert rc == 0, out[-3000:]
     assert changed["spark4"] > 0, changed
     assert changed["spark2"] == 0, changed
     assert f"Driver Version: {DRIVER}" in _sh("spark4", SMI)
+    # The reboot lost the GPU's locked clocks; the unit enabled for every boot set them again (the role did not:
+    # its unit was unchanged).
+    assert _sh("spark4", "cat /var/lib/sparkfleet-sim/boot-id") != booted
+    assert _sh("spark4", "cat /var/lib/sparkfleet-sim/locked-clocks").strip() == "200,2000"
+    locked_by_the_role = re.search(r"Lock the GPU's clocks now \(nvidia-smi -lgc\)\][^\n]*\n(.*?)(\nTASK \[|\Z)", out, re.S)
+    assert locked_by_the_role is None or "changed" not in locked_by_the_role.group(1), locked_by_the_role.group(1)
 
 
 BAD_INPUT = {

@@ -66,6 +66,15 @@ def test_dgx_os_keeps_its_own_driver_and_no_node_rebooted(host):
     assert "Driver Version: 580.95.05" in host.check_output("nvidia-smi")
 
 
+def test_the_gpu_clocks_are_locked_now_and_by_a_unit_enabled_for_every_boot(host):
+    unit = host.file("/etc/systemd/system/sparkfleet-gpu-clocks.service")
+    assert "ExecStart=nvidia-smi -lgc 200,2000" in unit.content_string
+    link = host.file("/etc/systemd/system/multi-user.target.wants/sparkfleet-gpu-clocks.service")
+    assert link.is_symlink
+    assert link.linked_to == "/etc/systemd/system/sparkfleet-gpu-clocks.service"
+    assert host.file("/var/lib/sparkfleet-sim/locked-clocks").content_string.strip() == "200,2000"  # what the GPU double was told
+
+
 def test_nccl_is_nvidias_published_build_of_the_pinned_release_and_held(host):
     for package in ("libnccl2", "libnccl-dev"):
         assert host.package(package).version == NCCL
