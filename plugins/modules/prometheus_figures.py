@@ -33,17 +33,9 @@ options:
     description: Seconds each query may take.
     type: float
     default: 10
-attributes:
-  check_mode:
-    support: full
-    details: It only reads.
-  diff_mode:
-    support: N/A
-    details: It only reads.
-  idempotent:
-    support: full
 extends_documentation_fragment:
   - sparkfleet.vllm.attributes
+  - sparkfleet.vllm.attributes.READ_ONLY
 author: sparkfleet developers (@sparkfleet)
 """
 
