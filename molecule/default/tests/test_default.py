@@ -276,6 +276,15 @@ def _front_door_servers():
     return {row["svname"]: row for row in table if row["pxname"] == "engines"}
 
 
+def _image_cache(name):
+    """Where the node keeps its rank's compile and JIT caches (the rank's /cache/image), and when its image was last
+    launched (docs/warm-boots.md)."""
+    where = '{{range .Mounts}}{{if eq .Destination "/cache/image"}}{{.Source}}{{end}}{{end}}'
+    directory = subprocess.run(["docker", "exec", name, "docker", "inspect", "-f", where, CONTAINER], capture_output=True, text=True, check=True).stdout.strip()
+    launched = subprocess.run(["docker", "exec", name, "stat", "-c", "%Y", f"{directory}/last-launch"], capture_output=True, text=True, check=True).stdout
+    return directory, int(launched)
+
+
 def _utc_seconds(stamp):
     """An RFC 3339 time as Alertmanager writes it (nanoseconds, Z) -> seconds since the epoch."""
     whole, _unused, fraction = stamp.rstrip("Z").partition(".")
@@ -624,6 +633,7 @@ def test_lane_switch_on_full_nodes_restarts_every_rank_and_only_the_ranks_move_m
     """500k -> 1m while the engine holds most of every node: the relaunch fits because the old ranks'
     memory is the engine's own; the idle-GPU checks run after they stop; memory outside the ranks stays put."""
     before, memory_before, started = _start_times(), {name: _node_memory(name) for name in RANKS}, time.time()
+    caches_before = {name: _image_cache(name) for name in RANKS}
     # Users stream through the front door from the moment the run has decided to relaunch (it then asks the running
     # engine for a token; the drain comes a few tasks later): two clients, each starting its next stream when one
     # ends, so that one is always in flight; another client asks for one token every half second. (Earlier, their
@@ -682,10 +692,16 @@ def test_lane_switch_on_full_nodes_restarts_every_rank_and_only_the_ranks_move_m
         assert rank >= 0.65 * limit, f"{name}: the new engine holds {rank / GIB:.2f} of {limit / GIB:.2f} GiB"
         others_before, others_after = (memory[name][1] - memory[name][2] for memory in (memory_before, memory_after))
         assert abs(others_after - others_before) < GIB / 4, f"{name}: memory outside the rank moved by {(others_after - others_before) / GIB:.2f} GiB"
-    # Only the engine changes: each worker stops its own rank and drops its page cache (2 changes), the head
-    # also starts every rank; nothing else on any node.
-    assert changed["spark1"] > 2
-    assert all(changed[name] == 2 for name in RANKS if name != "spark1"), changed
+    # Each rank's compile and JIT caches stay on its node, in its image's directory, marked as launched again.
+    for name in RANKS:
+        (directory, launched), (directory_after, launched_after) = caches_before[name], _image_cache(name)
+        assert re.fullmatch(r"/var/tmp/sparkfleet/cache/images/[0-9a-f]{12}", directory), directory
+        assert directory_after == directory
+        assert launched_after > launched
+    # Only the engine changes: each worker stops its own rank, marks its image's caches as launched and drops its
+    # page cache (3 changes), the head also starts every rank; nothing else on any node.
+    assert changed["spark1"] > 3
+    assert all(changed[name] == 3 for name in RANKS if name != "spark1"), changed
     assert "lane 1m (1000000 x 3)" in output
     # The killed run's lock, taken over and said so; released at the end.
     assert KILLED_RUN, "test_a_killed_runs_lock_stays_behind runs first"
