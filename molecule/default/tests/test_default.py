@@ -498,6 +498,14 @@ def _assert_site_ended_with_the_bench_table_and_wrote_reports(out, started, lane
     assert all(int(a) == int(c) > 0 and int(b) == int(d) > 0 for a, b, c, d in agree), agree
     requests = [json.loads(line) for line in newest["jsonl"].read_text().splitlines()]
     assert {r["scenario"] for r in requests} == {"small", "reasoning"}
+    # Every node's GPU sampled while the scenarios streamed (the nvidia-smi double answers the recorded GB10 table's
+    # power and temperature, and no clock), kept beside the report and summed up in its header.
+    sampled = json.loads(newest["md"].with_suffix(".gpu.json").read_text())["nodes"]
+    assert len(sampled) == ranks, sampled
+    for figures in sampled.values():
+        assert figures["samples"] >= 2, figures
+        assert (figures["power_w"]["max"], figures["temperature_c"]["max"], figures["sm_clock_mhz"]) == (3.0, 36.0, None), figures
+    assert re.search(r"^- GPU during the benchmark: spark1: \d+ samples, SM clock not read, power 3 W, temperature 36 C; ", markdown, re.M), markdown[:2500]
     assert len(requests) == 2 * (1 + 2 + 3)  # concurrency 1..3 per scenario, warm-ups not counted
     assert all(r["ok"] and r["ttft_s"] > 0 and "ttft_content_s" in r for r in requests)
     # Thinking on: content never comes before the first token, and where the model reasoned first the
