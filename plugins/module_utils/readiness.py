@@ -41,6 +41,10 @@ RANK_PHASES = (
 )
 # The first of these marks when the process came up, not the last.
 FIRST_MATCH = {"process_up"}
+# Whether vLLM's torch.compile found its graphs in its cache (docs/warm-boots.md): a graph loaded from the cache
+# is warm, one compiled is cold (vLLM 0.32's log lines, vllm/compilation/backends.py and decorators.py).
+COMPILE_WARM = re.compile(r"Directly load the compiled graph\(s\) for compile range .* from the cache|Directly load AOT compilation from path")
+COMPILE_COLD = re.compile(r"Compiling a graph for compile range .* takes")
 
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)\s?(.*)$")
 
@@ -82,6 +86,16 @@ def rank_phases(log_text: str) -> dict[str, float]:
     return found
 
 
+def compile_cache(log_text: str) -> str | None:
+    """warm (every graph from vLLM's compile cache), cold (at least one compiled), or None (nothing compiled: eager)."""
+    messages = [match.group(4) for match in map(_STAMP.match, log_text.splitlines()) if match]
+    if any(COMPILE_COLD.search(message) for message in messages):
+        return "cold"
+    if any(COMPILE_WARM.search(message) for message in messages):
+        return "warm"
+    return None
+
+
 def build_timeline(
     ranks: list[dict],
     engine: str,
@@ -113,6 +127,7 @@ def build_timeline(
         row = {"node": item["node"], "rank": int(item["rank"]), "container_started": round(starts[item["node"]] - zero, 1)}
         for key, _unused, _unused in RANK_PHASES:
             row[key] = round(phases[key] - zero, 1) if key in phases else None
+        row["compile_cache"] = compile_cache(str(item.get("log", "")))
         rows.append(row)
     timeline = {
         "engine": engine,
@@ -168,12 +183,12 @@ def format_timeline(timeline: dict) -> list[str]:
     lines = [
         f"readiness of engine {timeline['engine']}, lane {timeline['lane']}, launched {timeline['launched_at']}"
         " (seconds after the first container started; - = no such line in that rank's log)",
-        "rank".ljust(width) + "".join(headers[key].rjust(15) for key in columns),
+        "rank".ljust(width) + "".join(headers[key].rjust(15) for key in columns) + "compile cache".rjust(15),
     ]
     for row in timeline["ranks"]:
         label = f"{row['node']} (rank {row['rank']})".ljust(width)
         cells = "".join(("-" if row[key] is None else f"{row[key]:.1f}").rjust(15) for key in columns)
-        lines.append(label + cells)
+        lines.append(label + cells + (row.get("compile_cache") or "-").rjust(15))
     health = "-" if timeline.get("health") is None else f"{timeline['health']:.1f} s"
     first = "-" if timeline.get("first_token") is None else f"{timeline['first_token']:.1f} s"
     tail = f"/health answered at {health}; first streamed token at {first}"

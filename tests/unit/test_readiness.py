@@ -224,3 +224,30 @@ def _run_module(args: dict, tmp_path: pathlib.Path) -> dict:
     env = dict(os.environ, PYTHONPATH=str(REPO / "collections"))
     done = subprocess.run([sys.executable, str(MODULE), str(args_file)], capture_output=True, text=True, env=env, timeout=60, check=False)
     return json.loads(done.stdout)
+
+
+def test_each_rank_says_whether_its_compile_cache_was_warm_cold_or_not_used():
+    """vLLM 0.32's own lines (vllm/compilation/backends.py): a graph compiled makes the rank cold, graphs loaded from
+    the cache make it warm, none of them (eager, the cpu profile) is '-' (docs/warm-boots.md)."""
+    stamp = "2026-11-30T10:06:0{}.000000000Z (Worker_TP0 pid=9) INFO 11-30 10:06:0{} [backends.py:{}] "
+    cold = stamp.format(1, 1, 398) + "Compiling a graph for compile range (1, 8192) takes 41.20 s"
+    warm = stamp.format(2, 2, 295) + "Directly load the compiled graph(s) for compile range (1, 8192) from the cache, took 1.804 s"
+    aot = stamp.format(3, 3, 320) + "Directly load AOT compilation from path /cache/image/vllm/torch_compile_cache/0f1e/rank_0_0/model"
+    assert readiness.compile_cache("\n".join([_gpu_log(), cold])) == "cold"
+    assert readiness.compile_cache("\n".join([_gpu_log(), warm])) == "warm"
+    assert readiness.compile_cache("\n".join([_gpu_log(), aot])) == "warm"
+    assert readiness.compile_cache("\n".join([_gpu_log(), warm, cold])) == "cold"  # one graph compiled again
+    assert readiness.compile_cache(_gpu_log()) is None
+    ranks = [
+        {"node": "spark1", "rank": 0, "started_at": "2026-11-30T10:00:00Z", "log": "\n".join([_gpu_log(), warm])},
+        {"node": "spark2", "rank": 1, "started_at": "2026-11-30T10:00:01Z", "log": _gpu_log()},
+    ]
+    table = readiness.format_timeline(readiness.build_timeline(ranks, "sparks", "500k", None, None))
+    assert table[1].endswith("compile cache")
+    assert table[2].endswith("warm")
+    assert table[3].endswith("-")
+    # A timeline written before this column (status.yml shows the last one again) reads as '-'.
+    old = readiness.build_timeline(ranks, "sparks", "500k", None, None)
+    for row in old["ranks"]:
+        del row["compile_cache"]
+    assert readiness.format_timeline(old)[2].endswith("-")
