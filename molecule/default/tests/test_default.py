@@ -177,7 +177,7 @@ def test_head_streams_a_chat_completion(thinking):
 
 
 # The monitoring (docs/monitoring.md): Prometheus and Alertmanager on the head, listening on its loopback only, so
-# read from the head itself. molecule's inventory scrapes every 2 s and calls an engine down for 4 s an alert.
+# read from the head itself. molecule's inventory scrapes every 5 s and calls an engine down for 5 s an alert.
 DASHBOARD = REPO / "roles/monitoring/files/sparkfleet-dashboard.json"
 ALERTS_KEPT = "/var/tmp/sparkfleet-alerts.jsonl"
 
@@ -215,7 +215,7 @@ def test_every_dashboard_panel_query_returns_the_simulated_engines_series():
     body = {"model": "glm-5.3-flash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "stream": True}
     for _unused in range(3):
         stream_chat(HEAD_API, body, {}, timeout=120)
-    time.sleep(6)  # three scrapes
+    time.sleep(11)  # two scrapes after the requests (molecule's inventory scrapes every 5 s)
     answered, empty = {}, []
     for panel in json.loads(DASHBOARD.read_text())["panels"]:
         for target in panel["targets"]:
