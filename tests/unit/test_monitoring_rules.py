@@ -113,3 +113,41 @@ def test_alertmanager_sends_every_alert_to_the_named_webhook_or_keeps_them(tmp_p
         (only,) = loaded["receivers"]
         assert only["name"] == receiver
         assert only.get("webhook_configs", [{}])[0].get("url", "") == webhook
+
+
+def test_prometheus_configuration_as_the_role_renders_it_passes_promtool_check_config(tmp_path):
+    """prometheus.yml.j2 for two engines of two nodes, with the rules beside it: the distribution's promtool accepts
+    both (the role checks the same on the node before it writes them)."""
+    rules = _render(tmp_path)
+    hostvars = {
+        node: {"sparkfleet_head_address": head_address, "sparkfleet_fabric_address": address, "sparkfleet_engine_group": engine}
+        for node, head_address, address, engine in (
+            ("spark1", "10.0.0.1", "10.0.0.1", "first_pair"),
+            ("spark2", "10.0.0.1", "10.0.0.2", "first_pair"),
+            ("spark3", "10.0.0.3", "10.0.0.3", "second_pair"),
+            ("spark4", "10.0.0.3", "10.0.0.4", "second_pair"),
+        )
+    }
+    templates = jinja2.Environment(loader=jinja2.FileSystemLoader(ROOT / "roles/monitoring/templates"), trim_blocks=True, keep_trailing_newline=True)
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        templates.get_template("prometheus.yml.j2").render(
+            ansible_managed="Ansible managed",
+            hostvars=hostvars,
+            ansible_play_hosts=list(hostvars),
+            monitoring_heads=["spark1", "spark3"],
+            monitoring_scrape_interval_s=15,
+            monitoring_rules_path=str(rules),
+            monitoring_node_exporter_port=9100,
+            monitoring_alertmanager_port=9093,
+        )
+    )
+    checked = _promtool("check", "config", str(config), cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    loaded = yaml.safe_load(config.read_text())
+    engines = loaded["scrape_configs"][0]["static_configs"]
+    assert [(target["targets"], target["labels"]["sparkfleet_engine"]) for target in engines] == [
+        (["10.0.0.1:8000"], "first_pair"),
+        (["10.0.0.3:8000"], "second_pair"),
+    ]
+    assert len(loaded["scrape_configs"][1]["static_configs"]) == 4
