@@ -152,7 +152,7 @@ def test_every_rank_was_created_with_the_gb10_container_spec(report):
         assert any(bind.endswith(f":{PATCH_TARGET}:ro") for bind in rank["binds"]), rank["binds"]  # the SM12x guard
         assert {"NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "TORCH_CUDA_ARCH_LIST", "VLLM_HOST_IP"} <= set(rank["env_names"])
         # Every compile and JIT cache on the node, in the image's own directory (docs/warm-boots.md).
-        assert f"/var/tmp/models/glm53-cache/images/{rank['image'].removeprefix('sha256:')[:12]}:/cache/image" in rank["binds"], rank["binds"]
+        assert f"/var/tmp/models/glm53-cache/images/{rank['image'].removeprefix('sha256:')[:12]}:/cache/image:rw" in rank["binds"], rank["binds"]
         assert {"VLLM_CACHE_ROOT", "TRITON_CACHE_DIR", "FLASHINFER_WORKSPACE_BASE", "DG_JIT_CACHE_DIR", "CUDA_CACHE_PATH"} <= set(rank["env_names"])
         argv = rank["argv"]
         assert argv[argv.index("--kv-cache-dtype") + 1] == "fp8_e4m3"
