@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """Sample the GPU every INTERVAL seconds while the smoke benchmark streams (the smoke_bench role starts one per node).
 
     gpu_sampler.py NVIDIA_SMI QUERY INTERVAL_S OUT STOP MAX_S
