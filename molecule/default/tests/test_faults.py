@@ -815,7 +815,8 @@ def test_two_engines_of_two_ranks_behind_one_front_door_share_the_load_one_crash
         assert (in_flight["status"], in_flight["finish"], in_flight["error"]) == (200, "length", None), in_flight
         assert _start_times(("spark1", "spark2")) == first_pair_started
     finally:
-        # No rank left, as test_host_stack and test_sources expect; the front door keeps this layout's two servers
-        # (down) and Alice's key until the next site.yml writes its configuration.
+        # No rank left, as test_host_stack and test_sources expect, nor one kept for a roll back (a relaunch that
+        # served keeps the ranks it replaced); the front door keeps this layout's two servers (down) and Alice's key
+        # until the next site.yml writes its configuration.
         for name in RANKS:
-            _node(name, f"docker rm -f {CONTAINER} 2>/dev/null || true")
+            _node(name, f"docker rm -f {CONTAINER} {CONTAINER}-previous 2>/dev/null || true")
