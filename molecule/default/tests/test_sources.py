@@ -72,7 +72,9 @@ def test_the_engine_image_is_pulled_by_digest_from_a_registry_and_a_digest_it_la
     try:
         # The head forgets the image (every name, every layer): the pull must fetch all of it.
         _node("spark1", f"docker rmi {CPU_IMAGE} {PUSHED} >/dev/null")
-        assert _image_id("spark1", built) == ""
+        # What still holds the image, if anything does: every container and every reference on the head.
+        held = "docker ps -a --format '{{.Names}} {{.Image}} {{.Status}}'; docker images --digests; docker image inspect -f '{{.RepoTags}} {{.RepoDigests}}' "
+        assert _image_id("spark1", built) == "", _node("spark1", held + built, check=False)
         workers_before = _images()
 
         wrong = f"{PUSHED}@sha256:{hashlib.sha256(b'not pushed').hexdigest()}"
