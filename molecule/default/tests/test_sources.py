@@ -44,6 +44,25 @@ def _image_id(name, reference):
     return _node(name, f"docker image inspect -f '{{{{.Id}}}}' {reference} 2>/dev/null || true")
 
 
+def _built_on(name, image_id):
+    """The images on a node built on image_id (its children, theirs, ...), deepest first.
+
+    A head can hold images built FROM the engine image (benchmarks/warm_boot.py's compile image is one);
+    Docker keeps a parent while a child holds it, so forgetting the image means forgetting those too.
+    """
+    rows = _node(name, "docker images -aq --no-trunc | xargs -r docker image inspect -f '{{.Id}} {{.Parent}}'")
+    parent_of = {image: parent.strip() for image, _unused, parent in (line.partition(" ") for line in rows.splitlines())}
+
+    def depth(image):
+        steps = 0
+        while image and image != image_id:
+            image, steps = parent_of.get(image, ""), steps + 1
+        return steps if image == image_id else None
+
+    found = {image: depth(image) for image in parent_of if image != image_id}
+    return sorted((image for image, steps in found.items() if steps), key=lambda image: -found[image])
+
+
 def _artifacts(*extra):
     """playbooks/artifacts.yml: (return code, raw stdout + stderr, folded stdout, changed per node)."""
     result = subprocess.run(
@@ -70,7 +89,9 @@ def test_the_engine_image_is_pulled_by_digest_from_a_registry_and_a_digest_it_la
     digest = _node("spark1", f"docker image inspect -f '{{{{join .RepoDigests \"\\n\"}}}}' {PUSHED}").split("@")[-1]
     assert re.fullmatch(r"sha256:[0-9a-f]{64}", digest), digest
     try:
-        # The head forgets the image (every name, every layer): the pull must fetch all of it.
+        # The head forgets the image (every name, every layer, every image built on it): the pull must fetch all of it.
+        for child in _built_on("spark1", built):
+            _node("spark1", f"docker rmi -f {child} >/dev/null 2>&1 || true")
         _node("spark1", f"docker rmi {CPU_IMAGE} {PUSHED} >/dev/null")
         # What still holds the image, if anything does: every container and every reference on the head.
         held = "docker ps -a --format '{{.Names}} {{.Image}} {{.Status}}'; docker images --digests; docker image inspect -f '{{.RepoTags}} {{.RepoDigests}}' "
