@@ -19,6 +19,7 @@ THRESHOLDS = {
     "engine_down_for": "1m", "no_progress_for": "2m", "latency_for": "5m", "ttft_p95_s_max": 2, "itl_p95_s_max": 0.1,
     "kv_cache_usage_max": 0.95, "kv_cache_for": "5m", "mtp_acceptance_min": 0.5, "mtp_for": "5m",
     "node_memory_available_min_bytes": 2000000000, "node_memory_for": "5m",
+    "gpu_sm_clock_min_mhz": 1500, "gpu_busy_min": 0.5, "gpu_clock_for": "5m",
 }  # fmt: skip
 
 
@@ -49,9 +50,10 @@ def test_the_rules_load_and_every_alert_fires_once_and_stays_quiet_once(tmp_path
     assert alerts == fired == quiet, (alerts, fired, quiet)
 
 
-def test_a_profile_without_speculative_decoding_has_no_acceptance_alert(tmp_path):
-    rules = _render(tmp_path, mtp_acceptance_min=0)
+def test_a_profile_without_speculative_decoding_or_gpus_has_no_acceptance_or_clock_alert(tmp_path):
+    rules = _render(tmp_path, mtp_acceptance_min=0, gpu_sm_clock_min_mhz=0)
     assert "SparkfleetMTPAcceptanceLow" not in rules.read_text()
+    assert "SparkfleetGPUClockLow" not in rules.read_text()
     assert _promtool("check", "rules", str(rules), cwd=tmp_path).returncode == 0
 
 

@@ -26,6 +26,7 @@ import urllib.parse
 
 import httpx
 import pytest
+import yaml
 
 from ansible_collections.sparkfleet.vllm.tests.support.chat_stream import stream_chat
 
@@ -221,15 +222,18 @@ def test_every_dashboard_panel_query_returns_the_simulated_engines_series():
         for target in panel["targets"]:
             expr = target["expr"].replace("$engine", ".+").replace("$__rate_interval", "1m")
             series = _prometheus("/api/v1/query", query=expr)["result"]
-            if "spec_decode" in expr:
+            if "spec_decode" in expr or "sm_clock" in expr:
                 empty.append((panel["title"], series))
                 continue
             values = [float(item["value"][1]) for item in series]
             answered[(panel["title"], target["legendFormat"])] = values
             assert any(math.isfinite(value) for value in values), (panel["title"], expr, series)  # a number, not NaN
-    assert len(answered) == 11, answered
-    assert empty == [("MTP acceptance per draft position", [])] * 2, empty
+    assert len(answered) == 14, answered
+    assert empty == [("MTP acceptance per draft position", [])] * 2 + [("GPU SM clock per node", [])], empty
     assert len(answered[("Memory available per node", "{{node}}")]) == len(RANKS)
+    # The recorded GB10 table's 36 C, 3 W and 0 % from every node.
+    gpu = {title: answered[(title, "{{node}} GPU {{gpu}}")] for title in ("GPU power per node", "GPU temperature per node", "GPU use per node")}
+    assert gpu == {"GPU power per node": [3.0] * 4, "GPU temperature per node": [36.0] * 4, "GPU use per node": [0.0] * 4}, gpu
     # status.yml reads the same Prometheus: the engine's last minutes, beside what status reads itself.
     output, changed = _run_playbook("playbooks/status.yml")
     assert "last 5m (Prometheus on spark1):" in output, output[-3000:]
