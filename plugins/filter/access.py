@@ -24,6 +24,7 @@ class FilterModule:
                 "checked_bind_address": access.checked_bind_address,
                 "checked_ports": access.checked_ports,
                 "checked_client_networks": access.checked_client_networks,
+                "checked_grafana_node": access.checked_grafana_node,
                 "firewall_delete_argv": access.firewall_delete_argv,
             }
         )

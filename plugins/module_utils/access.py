@@ -120,6 +120,28 @@ def checked_ports(ports):
     return checked
 
 
+def checked_grafana_node(node, hosts, monitoring_host, listen_address="127.0.0.1"):
+    """monitoring_grafana_node: '' (no Grafana), or an inventory host that reaches the cluster's Prometheus - its own
+    node, or any node while Prometheus listens beyond its loopback (monitoring_listen_address)."""
+    if node is None or node == "":
+        return ""
+    if not isinstance(node, str) or node not in hosts:
+        raise AccessError(
+            f"monitoring_grafana_node is {node!r}, which is not a host of the inventory: name the inventory host Grafana runs on "
+            "(add it to the inventory if it is not a Spark), or leave it empty for no Grafana."
+        )
+    try:
+        loopback = ipaddress.ip_address(str(listen_address)).is_loopback
+    except ValueError:
+        raise AccessError(f"monitoring_listen_address {listen_address!r} is not an IP address: give one of {monitoring_host}'s, 127.0.0.1 or 0.0.0.0.") from None
+    if node != monitoring_host and loopback:
+        raise AccessError(
+            f"monitoring_grafana_node is {node}, but Prometheus listens on {listen_address} of {monitoring_host} only, which {node} cannot reach: "
+            f"set monitoring_listen_address to {monitoring_host}'s cluster address (or 0.0.0.0), or run Grafana on {monitoring_host}."
+        )
+    return node
+
+
 def checked_client_networks(networks):
     """Allowed client networks (addresses or CIDRs) -> normalised CIDR strings."""
     if isinstance(networks, str) or not isinstance(networks, (list, tuple)):

@@ -192,6 +192,21 @@ def test_front_door_clients_are_named_each_with_a_key_of_its_own_and_no_message_
         access.checked_front_door_clients({"name": "alice", "key": "a" * 20})
 
 
+def test_a_grafana_node_is_an_inventory_host_that_reaches_prometheus():
+    hosts = ["spark1", "spark2", "desk"]
+    assert access.checked_grafana_node("", hosts, "spark1") == ""
+    assert access.checked_grafana_node("spark1", hosts, "spark1") == "spark1"  # beside Prometheus: its loopback will do
+    assert access.checked_grafana_node("desk", hosts, "spark1", "0.0.0.0") == "desk"
+    assert access.checked_grafana_node("desk", hosts, "spark1", "192.168.100.11") == "desk"
+    with pytest.raises(access.AccessError, match=re.escape("monitoring_grafana_node is 'grafana1', which is not a host of the inventory")):
+        access.checked_grafana_node("grafana1", hosts, "spark1")
+    unreachable = "monitoring_grafana_node is desk, but Prometheus listens on 127.0.0.1 of spark1 only, which desk cannot reach: set monitoring_listen_address"
+    with pytest.raises(access.AccessError, match=re.escape(unreachable)):
+        access.checked_grafana_node("desk", hosts, "spark1", "127.0.0.1")
+    with pytest.raises(access.AccessError, match=re.escape("monitoring_listen_address 'spark1' is not an IP address")):
+        access.checked_grafana_node("desk", hosts, "spark1", "spark1")
+
+
 def test_the_benchmark_client_is_one_of_the_front_doors_clients():
     alice, bob = {"name": "alice", "key": "a" * 20}, {"name": "bob", "key": "b" * 20}
     assert access.checked_front_door_clients([alice, bob], bench_client="bob") == [alice, bob]

@@ -211,8 +211,10 @@ def test_prometheus_on_the_head_scrapes_every_node_and_the_engine_with_the_clust
 
 def test_every_dashboard_panel_query_returns_the_simulated_engines_series():
     """Each query of the shipped dashboard, as Grafana would send it (every engine, a 1 m rate window), against the
-    head's Prometheus right after a few requests. Speculative decoding's panel alone has no series here: the cpu
-    profile runs without MTP (docs/monitoring.md), so its query must come back empty, not wrong."""
+    head's Prometheus right after a few requests. Two panels have no series here, and their queries must come back
+    empty, not wrong (docs/monitoring.md): speculative decoding's (the cpu profile runs without MTP) and the GPU's SM
+    clock (the nvidia-smi double answers [N/A] for it, as some GB10 drivers do; its power, temperature and use it
+    answers from the recorded GB10 table, through each node's GPU reader and node exporter)."""
     body = {"model": "glm-5.3-flash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "stream": True}
     for _unused in range(3):
         stream_chat(HEAD_API, body, {}, timeout=120)
@@ -242,6 +244,23 @@ def test_every_dashboard_panel_query_returns_the_simulated_engines_series():
     assert float(live.group(1)) > 0
     assert "alerts firing:" in output
     assert set(changed.values()) == {0}
+
+
+def test_grafana_is_provisioned_with_the_clusters_prometheus_and_the_dashboard():
+    """monitoring_grafana_node is the head in molecule's inventory: Grafana's provisioning files there name a data
+    source that node reaches (Prometheus answers a query at its URL, from that node) and the dashboard as shipped. No
+    Grafana server can be installed here (docs/monitoring.md): what Grafana makes of the files is not run."""
+
+    def read(path):
+        return subprocess.run(["docker", "exec", "spark1", "cat", path], capture_output=True, text=True, check=True).stdout
+
+    (source,) = yaml.safe_load(read("/etc/grafana/provisioning/datasources/sparkfleet.yml"))["datasources"]
+    assert (source["type"], source["uid"], source["url"]) == ("prometheus", "sparkfleet-prometheus", "http://127.0.0.1:9090")
+    answer = subprocess.run(["docker", "exec", "spark1", "curl", "-sf", f"{source['url']}/api/v1/query?query=up"], capture_output=True, text=True, check=True)
+    assert json.loads(answer.stdout)["status"] == "success"
+    (provider,) = yaml.safe_load(read("/etc/grafana/provisioning/dashboards/sparkfleet.yml"))["providers"]
+    assert provider["type"] == "file"
+    assert json.loads(read(provider["options"]["path"] + "/sparkfleet-dashboard.json")) == json.loads(DASHBOARD.read_text())
 
 
 # The front door (docs/front-door.md): HAProxy on the head. molecule's inventory keeps its queue at 2.

@@ -159,6 +159,10 @@ BAD_INPUT = {
         ["-e", json.dumps({"front_door_clients": [{"name": "alice", "key": "alice-" + "a1" * 16}], "smoke_bench_front_door_client": "carol"})],
         "smoke_bench_front_door_client is 'carol', which is not one of front_door_clients (alice)",
     ),
+    "a Grafana that cannot reach Prometheus": (
+        ["-e", "monitoring_grafana_node=spark2"],
+        "monitoring_grafana_node is spark2, but Prometheus listens on 127.0.0.1 of spark1 only, which spark2 cannot reach",
+    ),
     "GPU clock limits the wrong way round": (
         ["-e", json.dumps({"nvidia_driver_gpu_clock_limits_mhz": [2000, 200]})],
         "nvidia_driver_gpu_clock_limits_mhz is [2000, 200]: give [MIN, MAX] in MHz with 0 < MIN <= MAX",
