@@ -15,6 +15,7 @@ import os
 import pathlib
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -114,6 +115,32 @@ def test_dockerd_gave_a_container_the_gpu_through_the_runtime_hook(host):
 def test_no_rank_is_left_and_none_ever_started(host):
     names = host.check_output("sudo docker ps -a --format '{{.Names}}'").split()
     assert not [name for name in names if name.startswith(CONTAINER)], names
+
+
+def _prometheus(path, **params):
+    """One answer of the head's Prometheus (on its loopback), read on the head."""
+    query = "&".join(f"{key}={value}" for key, value in params.items())
+    answer = subprocess.run(["docker", "exec", "spark1", "curl", "-sf", f"http://127.0.0.1:9090{path}?{query}"], capture_output=True, text=True, check=True)
+    return json.loads(answer.stdout)["data"]
+
+
+def test_the_monitoring_has_the_gb10_profiles_alerts_and_every_nodes_gpu_readings():
+    """The monitoring role as the gb10 profile sets it up: its MTP and GPU clock alerts (profiles' monitoring figures)
+    loaded and healthy in Prometheus, and every node's GPU reader (cron) scraped with the node: the nvidia-smi double
+    answers the recorded GB10 table's power and temperature, and no clock."""
+    rules = {rule["name"]: rule for group in _prometheus("/api/v1/rules")["groups"] for rule in group["rules"]}
+    assert {"SparkfleetMTPAcceptanceLow", "SparkfleetGPUClockLow"} <= set(rules), sorted(rules)
+    assert "< 0.35" in rules["SparkfleetMTPAcceptanceLow"]["query"]
+    assert "< 1500000000" in rules["SparkfleetGPUClockLow"]["query"]
+    assert all(rule["health"] == "ok" for rule in rules.values()), {name: rule.get("lastError") for name, rule in rules.items()}
+    deadline = time.monotonic() + 90  # a scrape after cron's first minute at the latest
+    while time.monotonic() < deadline:
+        power = {item["metric"]["node"]: float(item["value"][1]) for item in _prometheus("/api/v1/query", query="sparkfleet_gpu_power_watts")["result"]}
+        if len(power) == len(NODES):
+            break
+        time.sleep(5)
+    assert power == dict.fromkeys(NODES, 3.0), power
+    assert _prometheus("/api/v1/query", query="sparkfleet_gpu_sm_clock_hertz")["result"] == []
 
 
 # The second run, and what it reported.
