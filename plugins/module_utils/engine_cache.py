@@ -15,17 +15,6 @@ import re
 
 # Where a rank sees its image's cache directory.
 IMAGE_CACHE_MOUNT = "/cache/image"
-# The caches a rank fills and the variable that places each (the profile's env sets them).
-CACHE_VARIABLES = {
-    "VLLM_CACHE_ROOT": "vLLM's torch.compile artifacts (keyed by vLLM's own hash of the model and compile settings)",
-    "TORCHINDUCTOR_CACHE_DIR": "inductor's kernels outside vLLM's compiled graphs",
-    "TRITON_CACHE_DIR": "Triton's compiled kernels",
-    "FLASHINFER_WORKSPACE_BASE": "FlashInfer's JIT-built attention and sampling kernels",
-    "DG_JIT_CACHE_DIR": "DeepGEMM's JIT-built FP8 GEMM kernels",
-    "TORCH_EXTENSIONS_DIR": "PyTorch C++/CUDA extensions built at run time",
-    "CUDA_CACHE_PATH": "the CUDA driver's PTX-to-SASS cache",
-    "XDG_CACHE_HOME": "anything else a library keeps under ~/.cache",
-}
 _IMAGE_ID = re.compile(r"^(sha256:)?([0-9a-f]{12,64})$")
 _LISTING = re.compile(r"^(\d+)(?:\.\d+)? (\d+) (\S+)$")
 
@@ -40,11 +29,6 @@ def image_cache_name(image_id):
     if not match:
         raise EngineCacheError(f"{image_id!r} is not a Docker image ID (sha256:<hex>): read it with `docker image inspect -f '{{{{.Id}}}}' IMAGE`.")
     return match.group(2)[:12]
-
-
-def caches_outside(env, mount=IMAGE_CACHE_MOUNT):
-    """The cache variables of `env` that point anywhere but under `mount`, or are not set: {variable: value}."""
-    return {name: env.get(name) for name in CACHE_VARIABLES if not str(env.get(name) or "").startswith(mount.rstrip("/") + "/")}
 
 
 def parse_listing(text):

@@ -14,13 +14,30 @@ ROOT = pathlib.Path(__file__).parents[2]
 PROFILES = yaml.safe_load((ROOT / "playbooks/group_vars/all/profiles.yml").read_text())["profiles"]
 IMAGE = "sha256:4f1c0a9b7d2e8c3f5a6b9d0e1f2a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c"
 
+# The caches a rank fills and the variable that places each (the profiles' cache_env sets them; docs/warm-boots.md).
+CACHE_VARIABLES = {
+    "VLLM_CACHE_ROOT": "vLLM's torch.compile artifacts (keyed by vLLM's own hash of the model and compile settings)",
+    "TORCHINDUCTOR_CACHE_DIR": "inductor's kernels outside vLLM's compiled graphs",
+    "TRITON_CACHE_DIR": "Triton's compiled kernels",
+    "FLASHINFER_WORKSPACE_BASE": "FlashInfer's JIT-built attention and sampling kernels",
+    "DG_JIT_CACHE_DIR": "DeepGEMM's JIT-built FP8 GEMM kernels",
+    "TORCH_EXTENSIONS_DIR": "PyTorch C++/CUDA extensions built at run time",
+    "CUDA_CACHE_PATH": "the CUDA driver's PTX-to-SASS cache",
+    "XDG_CACHE_HOME": "anything else a library keeps under ~/.cache",
+}
+
+
+def caches_outside(env, mount=engine_cache.IMAGE_CACHE_MOUNT):
+    """The cache variables of `env` that point anywhere but under `mount`, or are not set: {variable: value}."""
+    return {name: env.get(name) for name in CACHE_VARIABLES if not str(env.get(name) or "").startswith(mount.rstrip("/") + "/")}
+
 
 @pytest.mark.parametrize("profile", ["gb10", "gb10_nvfp4"])
 def test_every_cache_a_gpu_rank_fills_is_in_its_images_directory_on_the_node(profile):
     """The rendered environment of a gb10 rank: every cache variable under /cache/image, which the engine role
     mounts from <engine_cache_dir>/images/<image ID> (roles/engine/tasks/read.yml)."""
     env = serve_args.engine_env(PROFILES[profile]["cache_env"] | PROFILES[profile]["env"])
-    assert engine_cache.caches_outside(env) == {}
+    assert caches_outside(env) == {}
     assert env["VLLM_CACHE_ROOT"] == "/cache/image/vllm"
     assert env["HF_HOME"] == "/cache/huggingface"  # the weights' hub cache belongs to no image
 
@@ -30,7 +47,7 @@ def test_the_cpu_profile_keeps_vllms_cache_in_its_image_and_the_rest_in_the_imag
     construction. Its ranks compile nothing (eager, TORCH_COMPILE_DISABLE); whatever else they cache goes to the node."""
     env = serve_args.engine_env(PROFILES["cpu"]["cache_env"] | PROFILES["cpu"]["env"])
     outside = {"VLLM_CACHE_ROOT", "FLASHINFER_WORKSPACE_BASE", "DG_JIT_CACHE_DIR", "CUDA_CACHE_PATH", "TRITON_CACHE_DIR", "XDG_CACHE_HOME"}
-    assert set(engine_cache.caches_outside(env)) == outside
+    assert set(caches_outside(env)) == outside
     assert env["TORCHINDUCTOR_CACHE_DIR"] == "/cache/image/inductor"
 
 
