@@ -43,8 +43,16 @@ RANK_PHASES = (
 FIRST_MATCH = {"process_up"}
 # Whether vLLM's torch.compile found its graphs in its cache (docs/warm-boots.md): a graph loaded from the cache
 # is warm, one compiled is cold (vLLM 0.32's log lines, vllm/compilation/backends.py and decorators.py).
-COMPILE_WARM = re.compile(r"Directly load the compiled graph\(s\) for compile range .* from the cache|Directly load AOT compilation from path")
-COMPILE_COLD = re.compile(r"Compiling a graph for compile range .* takes")
+# torch's own inductor and AOTAutograd cache lines count too where their loggers are on (TORCH_LOGS): vLLM says
+# nothing of its cache on a CPU. An AOT artifact that failed to load is compiled again: cold.
+COMPILE_WARM = re.compile(
+    r"Directly load the compiled graph\(s\) for compile range .* from the cache|Directly load AOT compilation from path"
+    r"|fx graph cache hit for key|AOTAutograd cache hit for key"
+)
+COMPILE_COLD = re.compile(
+    r"Compiling a graph for compile range .* takes|Compiling model again due to a load failure"
+    r"|fx graph cache miss for key|AOTAutograd cache miss for key"
+)
 
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)\s?(.*)$")
 

@@ -237,6 +237,22 @@ def test_each_rank_says_whether_its_compile_cache_was_warm_cold_or_not_used():
     assert readiness.compile_cache("\n".join([_gpu_log(), warm])) == "warm"
     assert readiness.compile_cache("\n".join([_gpu_log(), aot])) == "warm"
     assert readiness.compile_cache("\n".join([_gpu_log(), warm, cold])) == "cold"  # one graph compiled again
+    # vLLM 0.32's words for an AOT artifact it could not load (seen on the CPU build): compiled again, cold.
+    failed = stamp.format(4, 4, 100) + (
+        "[backbone] Compiling model again due to a load failure from /cache/image/vllm/torch_compile_cache/torch_aot_compile/"
+        "906f/rank_0_0/model, reason: 'function' object has no attribute 'finalize_loading'"
+    )
+    assert readiness.compile_cache("\n".join([_gpu_log(), failed])) == "cold"
+    # torch's own cache lines, where TORCH_LOGS turns their loggers on (images/engine-cpu-compile; a rank's, as Docker
+    # stamps them): every graph from inductor's and AOTAutograd's caches is warm, one missed is cold.
+    torch_line = "2026-12-04T05:50:30.{}Z [rank0]:I1204 05:50:30.188000 24 torch/{}] [0/0] {} for key flqkd7xibgayvevhg3mdiroaumc3vxfx5bw3b2ppi3vqcng7w4wj"
+    hits = [
+        torch_line.format(1, "_inductor/codecache.py:2299", "fx graph cache hit"),
+        torch_line.format(2, "_functorch/_aot_autograd/autograd_cache.py:1028", "AOTAutograd cache hit"),
+    ]
+    missed = torch_line.format(3, "_inductor/codecache.py:2316", "fx graph cache miss")
+    assert readiness.compile_cache("\n".join([_gpu_log(), *hits])) == "warm"
+    assert readiness.compile_cache("\n".join([_gpu_log(), *hits, missed])) == "cold"
     assert readiness.compile_cache(_gpu_log()) is None
     ranks = [
         {"node": "spark1", "rank": 0, "started_at": "2026-11-30T10:00:00Z", "log": "\n".join([_gpu_log(), warm])},
