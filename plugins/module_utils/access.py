@@ -133,7 +133,7 @@ def checked_grafana_node(node, hosts, monitoring_host, listen_address="127.0.0.1
     try:
         loopback = ipaddress.ip_address(str(listen_address)).is_loopback
     except ValueError:
-        raise AccessError(f"monitoring_listen_address {listen_address!r} is not an IP address: give one of {monitoring_host}'s, 127.0.0.1 or 0.0.0.0.") from None
+        raise AccessError(f"monitoring_listen_address {listen_address!r} is not an IP address: give {monitoring_host}'s, 127.0.0.1 or 0.0.0.0.") from None
     if node != monitoring_host and loopback:
         raise AccessError(
             f"monitoring_grafana_node is {node}, but Prometheus listens on {listen_address} of {monitoring_host} only, which {node} cannot reach: "

@@ -39,7 +39,7 @@ def exposition(answer):
         values = [value.strip() for value in line.split(",")]
         if len(values) != len(FIELDS):
             raise ValueError(f"nvidia-smi answered {line!r}: {len(values)} fields, not the {len(FIELDS)} of {','.join(FIELDS)}")
-        reading = dict(zip(FIELDS, values))
+        reading = dict(zip(FIELDS, values, strict=True))
         for field, (metric, _unused, factor) in METRICS.items():
             if reading[field] in UNREAD:
                 continue
