@@ -43,7 +43,8 @@ test: checks integration molecule
 # take about half the time of one after the other (docs/measurements.md). -O keeps each one's output whole; each
 # stamps its own start and end, which .ci/stage_times.py reads for its row. integration stays alone: its
 # vLLM server's timings would suffer beside them.
-checks: $(VENV)/.installed $(VENV)/.vllm-installed | $(COLLECTION_LINK)
+# host-check first: the unit tests run the distribution's promtool and amtool, which it installs.
+checks: host-check $(VENV)/.installed $(VENV)/.vllm-installed | $(COLLECTION_LINK)
 	$(MAKE) --no-print-directory -j3 --output-sync=target lint unit sanity
 
 STAGE = echo "ci-stage $@ $(1) $$(date +%s.%N)"
@@ -57,7 +58,7 @@ lint: $(VENV)/.installed | $(COLLECTION_LINK)
 	antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml
 	@$(call STAGE,end)
 
-unit: $(VENV)/.installed $(VENV)/.vllm-installed | $(COLLECTION_LINK)
+unit: host-check $(VENV)/.installed $(VENV)/.vllm-installed | $(COLLECTION_LINK)
 	@$(call STAGE,start)
 	pytest -q tests/unit
 	@$(call STAGE,end)
