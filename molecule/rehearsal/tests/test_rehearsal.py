@@ -124,14 +124,22 @@ def _prometheus(path, **params):
     return json.loads(answer.stdout)["data"]
 
 
+def _threshold(query):
+    """The figure a rule's query compares below (`... < 1.5e+09 and ...`)."""
+    found = re.search(r"< ([0-9.]+(?:e[+-]?[0-9]+)?)", query)
+    assert found, query
+    return float(found.group(1))
+
+
 def test_the_monitoring_has_the_gb10_profiles_alerts_and_every_nodes_gpu_readings():
     """The monitoring role as the gb10 profile sets it up: its MTP and GPU clock alerts (profiles' monitoring figures)
     loaded and healthy in Prometheus, and every node's GPU reader (cron) scraped with the node: the nvidia-smi double
     answers the recorded GB10 table's power and temperature, and no clock."""
     rules = {rule["name"]: rule for group in _prometheus("/api/v1/rules")["groups"] for rule in group["rules"]}
     assert {"SparkfleetMTPAcceptanceLow", "SparkfleetGPUClockLow"} <= set(rules), sorted(rules)
-    assert "< 0.35" in rules["SparkfleetMTPAcceptanceLow"]["query"]
-    assert "< 1500000000" in rules["SparkfleetGPUClockLow"]["query"]
+    # Prometheus answers each rule's query as it formats it (1500000000 comes back as 1.5e+09): compared as numbers.
+    assert _threshold(rules["SparkfleetMTPAcceptanceLow"]["query"]) == 0.35, rules["SparkfleetMTPAcceptanceLow"]["query"]
+    assert _threshold(rules["SparkfleetGPUClockLow"]["query"]) == 1500 * 1e6, rules["SparkfleetGPUClockLow"]["query"]
     assert all(rule["health"] == "ok" for rule in rules.values()), {name: rule.get("lastError") for name, rule in rules.items()}
     deadline = time.monotonic() + 90  # a scrape after cron's first minute at the latest
     while time.monotonic() < deadline:
