@@ -121,6 +121,11 @@ def tensor_parallel_size(requested, nnodes, gpus_per_node=1, pipeline_parallel_s
     return tp
 
 
+# Drafters that need no draft model of their own: GLM's MTP head (the model's own layers), and vLLM's n-gram
+# drafter, which the cpu profile runs in MTP's place (the tiny model has no MTP head; the metrics are the same).
+SPECULATIVE_METHODS = ("mtp", "ngram")
+
+
 def speculative_config(num_speculative_tokens, method="mtp"):
     """The --speculative-config JSON, or None when speculative decoding is off."""
     if num_speculative_tokens in (None, 0, "0", False):
@@ -128,7 +133,16 @@ def speculative_config(num_speculative_tokens, method="mtp"):
     k = _positive_int(num_speculative_tokens)
     if k is None:
         raise ServeArgsError(f"mtp_num_speculative_tokens={num_speculative_tokens!r} must be 0 (off) or a positive integer (the recipe uses 3 or 4).")
+    if method not in SPECULATIVE_METHODS:
+        raise ServeArgsError(
+            f"engine_speculative_method={method!r} is not one of {', '.join(SPECULATIVE_METHODS)}: "
+            "use mtp (the model's MTP head, GLM-5.3) or ngram (no draft model; the cpu profile's)."
+        )
     return json.dumps({"method": method, "num_speculative_tokens": k}, separators=(",", ":"))
+
+
+def _speculative(pair):
+    return speculative_config(*pair)
 
 
 def _flag(argv, name, value):
@@ -202,11 +216,12 @@ FLAGS = (
         _bare,
         setting=_setting("bool", "Pass --enable-auto-tool-choice."),
     ),
+    # k and the drafter: two settings, one flag (the row's setting is k's; the method's is in OTHER_SETTINGS).
     Flag(
         "speculative-config",
-        "mtp_num_speculative_tokens",
-        "engine_mtp_num_speculative_tokens",
-        speculative_config,
+        "speculative",
+        "engine_mtp_num_speculative_tokens (with engine_speculative_method)",
+        _speculative,
         setting=_setting("int", "MTP speculative tokens (k); 0 turns speculative decoding off."),
     ),
     Flag("tensor-parallel-size", "tensor_parallel", "engine_tensor_parallel_size (the engine group's nodes x engine_gpus_per_node)"),
@@ -263,13 +278,17 @@ FLAGS = (
 )
 _PLACE = ("nnodes", "node-rank", "master-addr", "master-port", "headless")
 # The keys serve_argv computes rather than takes from the settings.
-_COMPUTED = {"tensor_parallel", "pipeline_parallel", "max_model_len", "max_num_seqs", "nnodes", "node_rank", "master_addr", "master_port", "headless"}
-# The settings serve_argv takes besides the flags' own: the model, the GPUs per node, the extra args.
+_COMPUTED = {
+    "speculative", "tensor_parallel", "pipeline_parallel", "max_model_len", "max_num_seqs", "nnodes", "node_rank", "master_addr", "master_port", "headless",
+}  # fmt: skip
+# The settings serve_argv takes besides the flags' own: the model, the GPUs per node, the parallel sizes, the drafter.
 OTHER_SETTINGS = {
     "model_path": "engine_model_path",
     "gpus_per_node": "engine_gpus_per_node",
     "tensor_parallel_size": "engine_tensor_parallel_size",
     "pipeline_parallel_size": "engine_pipeline_parallel_size",
+    "mtp_num_speculative_tokens": "engine_mtp_num_speculative_tokens",
+    "speculative_method": "engine_speculative_method",
 }
 # Who sets each flag that serve_argv renders: an extra arg may not set it again (argparse keeps the
 # last value, silently). Booleans are owned even when not rendered (their setting said false).
@@ -338,6 +357,7 @@ def serve_argv(settings, lane, rank, nnodes, master_addr, master_port):
 
     values = {
         **{row.key: settings.get(row.key, row.default) for row in FLAGS if row.key not in _COMPUTED},
+        "speculative": (settings.get("mtp_num_speculative_tokens"), settings.get("speculative_method") or "mtp"),
         "tensor_parallel": tp,
         "pipeline_parallel": pp,
         "max_model_len": lane["max_model_len"],

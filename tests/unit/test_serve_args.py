@@ -32,13 +32,14 @@ def settings_for(profile_name, **overrides):
         "tool_call_parser": "glm47",
         "enable_auto_tool_choice": True,
         "mtp_num_speculative_tokens": profile["mtp_num_speculative_tokens"],
+        "speculative_method": profile.get("speculative_method"),
         "tensor_parallel_size": None,
         "pipeline_parallel_size": 1,
         "max_num_batched_tokens": 8192,
         "gpu_memory_utilization": 0.85,
         "block_size": profile["block_size"],
         "kv_cache_dtype": profile["kv_cache_dtype"],
-        "async_scheduling": True,
+        "async_scheduling": profile.get("async_scheduling", True),
         "enforce_eager": profile["enforce_eager"],
         "distributed_executor_backend": "mp",
         "api_key": "",
@@ -104,6 +105,14 @@ def test_speculative_config_and_k_off():
     assert "--speculative-config" not in render(mtp_num_speculative_tokens=0)
     with pytest.raises(sa.ServeArgsError, match="mtp_num_speculative_tokens=-1"):
         render(mtp_num_speculative_tokens=-1)
+
+
+def test_the_drafter_is_mtp_unless_the_settings_name_ngram_and_nothing_else():
+    assert json.loads(flag(render(speculative_method=None), "--speculative-config"))["method"] == "mtp"
+    assert json.loads(flag(render(speculative_method="ngram"), "--speculative-config"))["method"] == "ngram"
+    with pytest.raises(sa.ServeArgsError, match=r"^engine_speculative_method='eagle' is not one of mtp, ngram: use mtp"):
+        render(speculative_method="eagle")
+    assert "--speculative-config" not in render(mtp_num_speculative_tokens=0, speculative_method="ngram")
 
 
 def test_extra_args_come_before_the_ranks_place_and_must_be_a_list():

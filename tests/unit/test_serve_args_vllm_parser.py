@@ -60,6 +60,15 @@ def test_vllm_reads_the_gb10_specifics(serve_parser):
     assert spec == {"method": "mtp", "num_speculative_tokens": 4}
 
 
+def test_vllm_reads_an_ngram_drafter_without_async_scheduling(serve_parser):
+    """The two-engines case's second engine (molecule/resources/inventory-two-engines): vLLM's n-gram drafter, and no
+    --async-scheduling (vLLM refuses the two together on a CPU)."""
+    args = parse(serve_parser, render("cpu", mtp_num_speculative_tokens=3, speculative_method="ngram", async_scheduling=False))
+    spec = args.speculative_config
+    assert (json.loads(spec) if isinstance(spec, str) else spec) == {"method": "ngram", "num_speculative_tokens": 3}
+    assert args.async_scheduling is None  # vLLM's default: it decides (and turns it off for ngram)
+
+
 def test_a_misspelt_extra_flag_is_refused_by_vllm(serve_parser):
     with pytest.raises(SystemExit):
         parse(serve_parser, render("gb10", extra_args=["--max-num-sequences", "4"]))
