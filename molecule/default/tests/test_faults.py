@@ -37,6 +37,7 @@ import time
 import httpx
 import pytest
 from test_default import (
+    ACCEPTANCE_PANEL,
     CONTAINER,
     FRONT_DOOR,
     HEAD_API,
@@ -44,6 +45,7 @@ from test_default import (
     PATCH_TARGET,
     RANKS,
     REPO,
+    _dashboard_answers,
     _env,
     _front_door_runtime,
     _front_door_servers,
@@ -51,6 +53,8 @@ from test_default import (
     _wait_until,
 )
 from test_host_stack import _snapshot
+
+from ansible_collections.sparkfleet.vllm.tests.support.chat_stream import stream_chat
 
 API_KEY = "sk-sparkfleet-" + secrets.token_hex(16)
 HF_TOKEN = "hf_" + secrets.token_hex(17)
@@ -795,6 +799,19 @@ def test_two_engines_of_two_ranks_behind_one_front_door_share_the_load_one_crash
             assert re.search(rf"client={client} \S+ POST /v1/chat/completions 200 bytes=\d+ time_ms=\d+ engine=(first|second)_pair$", logged, re.M), logged
         assert ALICE["key"] not in logged
         assert BOB["key"] not in logged
+
+        # The second engine drafts with vLLM's n-gram drafter (the inventory's engine_speculative_method): after a few
+        # greedy streams (random weights then repeat themselves, so the drafter's n-grams recur), the dashboard's
+        # acceptance panel answers for that engine, for each of its k=3 draft positions, as shares of its drafts.
+        body = {"model": "glm-5.3-flash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 48, "ignore_eos": True, "stream": True}
+        body["temperature"] = 0
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            list(pool.map(lambda _unused: stream_chat("http://192.168.100.13:8000", body, {}, timeout=180), range(2)))
+        time.sleep(11)  # two scrapes after the streams (molecule's inventory scrapes every 5 s)
+        acceptance = {legend: values for (title, legend), values in _dashboard_answers("second_pair").items() if title == ACCEPTANCE_PANEL}
+        assert len(acceptance["{{sparkfleet_engine}} position {{position}}"]) == 3, acceptance
+        assert all(0 <= value <= 1 for values in acceptance.values() for value in values), acceptance
+        assert _dashboard_answers("first_pair")[(ACCEPTANCE_PANEL, "{{sparkfleet_engine}} all positions")] == []  # it drafts nothing
 
         # As many at once as the first engine has slots: the ones sent to the killed head are refused at connect and
         # go to the first engine, and that refusal marks the killed one down.

@@ -134,7 +134,8 @@ def _threshold(query):
 def test_the_monitoring_has_the_gb10_profiles_alerts_and_every_nodes_gpu_readings():
     """The monitoring role as the gb10 profile sets it up: its MTP and GPU clock alerts (profiles' monitoring figures)
     loaded and healthy in Prometheus, and every node's GPU reader (cron) scraped with the node: the nvidia-smi double
-    answers the recorded GB10 table's power and temperature, and no clock."""
+    answers the recorded GB10 table's power and temperature, and the clock a locked GB10 reads (the inventory's lock,
+    [200, 2000]), above the profile's 1500 MHz: the clock alert is evaluated and quiet."""
     rules = {rule["name"]: rule for group in _prometheus("/api/v1/rules")["groups"] for rule in group["rules"]}
     assert {"SparkfleetMTPAcceptanceLow", "SparkfleetGPUClockLow"} <= set(rules), sorted(rules)
     # Prometheus answers each rule's query as it formats it (1500000000 comes back as 1.5e+09): compared as numbers.
@@ -148,7 +149,10 @@ def test_the_monitoring_has_the_gb10_profiles_alerts_and_every_nodes_gpu_reading
             break
         time.sleep(5)
     assert power == dict.fromkeys(NODES, 3.0), power
-    assert _prometheus("/api/v1/query", query="sparkfleet_gpu_sm_clock_hertz")["result"] == []
+    clock = {item["metric"]["node"]: float(item["value"][1]) for item in _prometheus("/api/v1/query", query="sparkfleet_gpu_sm_clock_hertz")["result"]}
+    assert clock == dict.fromkeys(NODES, 2e9), clock
+    clock_rule = next(rule for group in _prometheus("/api/v1/rules")["groups"] for rule in group["rules"] if rule["name"] == "SparkfleetGPUClockLow")
+    assert (clock_rule["health"], clock_rule["state"]) == ("ok", "inactive"), clock_rule
 
 
 # The second run, and what it reported.
