@@ -122,7 +122,7 @@ def tensor_parallel_size(requested, nnodes, gpus_per_node=1, pipeline_parallel_s
 
 
 # Drafters that need no draft model of their own: GLM's MTP head (the model's own layers), and vLLM's n-gram
-# drafter, which the cpu profile runs in MTP's place (the tiny model has no MTP head; the metrics are the same).
+# drafter (the same speculative-decoding metrics; molecule's two-engines case runs it on a model without MTP head).
 SPECULATIVE_METHODS = ("mtp", "ngram")
 
 
@@ -136,7 +136,7 @@ def speculative_config(num_speculative_tokens, method="mtp"):
     if method not in SPECULATIVE_METHODS:
         raise ServeArgsError(
             f"engine_speculative_method={method!r} is not one of {', '.join(SPECULATIVE_METHODS)}: "
-            "use mtp (the model's MTP head, GLM-5.3) or ngram (no draft model; the cpu profile's)."
+            "use mtp (the model's MTP head, GLM-5.3) or ngram (vLLM's n-gram drafter, no draft model)."
         )
     return json.dumps({"method": method, "num_speculative_tokens": k}, separators=(",", ":"))
 

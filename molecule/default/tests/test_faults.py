@@ -803,8 +803,9 @@ def test_two_engines_of_two_ranks_behind_one_front_door_share_the_load_one_crash
         # The second engine drafts with vLLM's n-gram drafter (the inventory's engine_speculative_method): after a few
         # greedy streams (random weights then repeat themselves, so the drafter's n-grams recur), the dashboard's
         # acceptance panel answers for that engine, for each of its k=3 draft positions, as shares of its drafts.
-        body = {"model": "glm-5.3-flash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 48, "ignore_eos": True, "stream": True}
-        body["temperature"] = 0
+        body = {
+            "model": "glm-5.3-flash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 48, "ignore_eos": True, "temperature": 0, "stream": True,
+        }  # fmt: skip
         with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
             list(pool.map(lambda _unused: stream_chat("http://192.168.100.13:8000", body, {}, timeout=180), range(2)))
         time.sleep(11)  # two scrapes after the streams (molecule's inventory scrapes every 5 s)
