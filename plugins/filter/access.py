@@ -7,7 +7,7 @@ Documented per filter in the YAML files beside this one (ansible-doc -t filter s
 
 from __future__ import annotations
 
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import access
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.deferred import deferred
 from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filter_errors import as_filters
 
 
@@ -17,14 +17,14 @@ class FilterModule:
     def filters(self):
         return as_filters(
             {
-                "firewall_rules": access.firewall_rules,
-                "checked_api_key": access.checked_api_key,
-                "checked_front_door_clients": access.checked_front_door_clients,
-                "checked_extra_args": access.checked_extra_args,
-                "checked_bind_address": access.checked_bind_address,
-                "checked_ports": access.checked_ports,
-                "checked_client_networks": access.checked_client_networks,
-                "checked_grafana_node": access.checked_grafana_node,
-                "firewall_delete_argv": access.firewall_delete_argv,
+                "firewall_rules": deferred("access", "firewall_rules"),
+                "checked_api_key": deferred("access", "checked_api_key"),
+                "checked_front_door_clients": deferred("access", "checked_front_door_clients"),
+                "checked_extra_args": deferred("access", "checked_extra_args"),
+                "checked_bind_address": deferred("access", "checked_bind_address"),
+                "checked_ports": deferred("access", "checked_ports"),
+                "checked_client_networks": deferred("access", "checked_client_networks"),
+                "checked_grafana_node": deferred("access", "checked_grafana_node"),
+                "firewall_delete_argv": deferred("access", "firewall_delete_argv"),
             }
         )

@@ -7,7 +7,7 @@ Documented per filter in the YAML files beside this one (ansible-doc -t filter s
 
 from __future__ import annotations
 
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import attestation
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.deferred import deferred
 from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filter_errors import as_filters
 
 
@@ -17,10 +17,10 @@ class FilterModule:
     def filters(self):
         return as_filters(
             {
-                "rank_attestation": attestation.rank_attestation,
-                "parity_refusal": attestation.parity_refusal,
-                "attestation_summary": attestation.attestation_summary,
-                "launch_provenance": attestation.launch_provenance,
-                "fabric_identity": attestation.fabric_identity,
+                "rank_attestation": deferred("attestation", "rank_attestation"),
+                "parity_refusal": deferred("attestation", "parity_refusal"),
+                "attestation_summary": deferred("attestation", "attestation_summary"),
+                "launch_provenance": deferred("attestation", "launch_provenance"),
+                "fabric_identity": deferred("attestation", "fabric_identity"),
             }
         )

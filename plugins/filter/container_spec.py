@@ -7,11 +7,12 @@ Documented in the YAML files beside this one (ansible-doc -t filter sparkfleet.v
 
 from __future__ import annotations
 
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import container_spec
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.deferred import deferred, module_utils
 from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filter_errors import as_filters
 
 
 def docker_run_options(profile, shm_size=None, ulimits=True):
+    container_spec = module_utils("container_spec")
     profile = profile or {}
     return container_spec.docker_run_options(
         gpus=bool(profile.get("gpus")),
@@ -25,4 +26,4 @@ class FilterModule:
     """sparkfleet.vllm container spec filter."""
 
     def filters(self):
-        return as_filters({"docker_run_options": docker_run_options, "docker_refusal_fix": container_spec.docker_refusal_fix})
+        return as_filters({"docker_run_options": docker_run_options, "docker_refusal_fix": deferred("container_spec", "docker_refusal_fix")})

@@ -7,7 +7,7 @@ Documented per filter in the YAML files beside this one (ansible-doc -t filter s
 
 from __future__ import annotations
 
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import engine_cache
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.deferred import deferred
 from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filter_errors import as_filters
 
 
@@ -15,4 +15,4 @@ class FilterModule:
     """sparkfleet.vllm engine cache filters."""
 
     def filters(self):
-        return as_filters({"image_cache_name": engine_cache.image_cache_name, "image_caches_to_prune": engine_cache.to_prune})
+        return as_filters({"image_cache_name": deferred("engine_cache", "image_cache_name"), "image_caches_to_prune": deferred("engine_cache", "to_prune")})

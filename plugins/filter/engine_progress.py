@@ -7,12 +7,13 @@ Documented in the YAML file beside this one (ansible-doc -t filter sparkfleet.vl
 
 from __future__ import annotations
 
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import engine_progress as progress
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.deferred import module_utils
 from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filter_errors import as_filters
 
 
 def engine_progress(pages, window_s):
     """Busy or wedged (module_utils/engine_progress.engine_progress)."""
+    progress = module_utils("engine_progress")
     return progress.engine_progress([str(page or "") for page in pages], float(window_s))
 
 

@@ -7,12 +7,13 @@ Documented in gpu_telemetry.yml (ansible-doc -t filter sparkfleet.vllm.gpu_telem
 
 from __future__ import annotations
 
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import gpu_telemetry as telemetry
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.deferred import module_utils
 from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filter_errors import as_filters
 
 
 def gpu_telemetry(per_node):
     """{node: the sampler's CSV} -> {nodes: {node: {samples, sm_clock_mhz, power_w, temperature_c}}, line}."""
+    telemetry = module_utils("gpu_telemetry")
     nodes = telemetry.summary(dict(per_node))
     return {"nodes": nodes, "line": telemetry.report_line(nodes)}
 

@@ -7,7 +7,7 @@ Documented per filter in the YAML files beside this one (ansible-doc -t filter s
 
 from __future__ import annotations
 
-from ansible_collections.sparkfleet.vllm.plugins.module_utils.readiness import format_timeline
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.deferred import deferred
 from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filter_errors import as_filters
 
 
@@ -16,7 +16,7 @@ class FilterModule:
 
     def filters(self):
         return as_filters(
-            {"readiness_table": format_timeline},
+            {"readiness_table": deferred("readiness", "format_timeline")},
             KeyError,
             TypeError,
             ValueError,

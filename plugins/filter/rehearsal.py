@@ -7,7 +7,7 @@ Documented per filter in the YAML files beside this one (ansible-doc -t filter s
 
 from __future__ import annotations
 
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import rehearsal
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.deferred import deferred
 from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filter_errors import as_filters
 
 
@@ -17,9 +17,9 @@ class FilterModule:
     def filters(self):
         return as_filters(
             {
-                "rehearsed_ranks": rehearsal.rank_summaries,
-                "rehearsal_facts": rehearsal.node_facts,
-                "rehearsal_rows": rehearsal.node_rows,
-                "rehearsal_table": rehearsal.table,
+                "rehearsed_ranks": deferred("rehearsal", "rank_summaries"),
+                "rehearsal_facts": deferred("rehearsal", "node_facts"),
+                "rehearsal_rows": deferred("rehearsal", "node_rows"),
+                "rehearsal_table": deferred("rehearsal", "table"),
             }
         )

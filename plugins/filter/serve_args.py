@@ -7,7 +7,7 @@ Documented per filter in the YAML files beside this one (ansible-doc -t filter s
 
 from __future__ import annotations
 
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import gpu_memory, serve_args
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.deferred import deferred
 from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filter_errors import as_filters
 
 
@@ -17,19 +17,19 @@ class FilterModule:
     def filters(self):
         return as_filters(
             {
-                "serve_argv": serve_args.serve_argv,
-                "serve_argv_by_lane": serve_args.serve_argv_by_lane,
-                "argv_sets": serve_args.argv_sets,
-                "argv_set_sha": serve_args.argv_set_sha,
-                "accepted_argv_sets": serve_args.accepted_argv_sets,
-                "rank_restart_diff": serve_args.rank_restart_diff,
-                "checked_lane": serve_args.checked_lane,
-                "engine_tensor_parallel_size": serve_args.tensor_parallel_size,
-                "engine_env": serve_args.engine_env,
-                "redact_argv": serve_args.redact_argv,
-                "redact_env": serve_args.redact_env,
-                "checked_gmu": gpu_memory.check_gmu,
-                "serve_flag_variables": serve_args.flag_variables,
-                "serve_flag_argument_spec": serve_args.flag_argument_spec,
+                "serve_argv": deferred("serve_args", "serve_argv"),
+                "serve_argv_by_lane": deferred("serve_args", "serve_argv_by_lane"),
+                "argv_sets": deferred("serve_args", "argv_sets"),
+                "argv_set_sha": deferred("serve_args", "argv_set_sha"),
+                "accepted_argv_sets": deferred("serve_args", "accepted_argv_sets"),
+                "rank_restart_diff": deferred("serve_args", "rank_restart_diff"),
+                "checked_lane": deferred("serve_args", "checked_lane"),
+                "engine_tensor_parallel_size": deferred("serve_args", "tensor_parallel_size"),
+                "engine_env": deferred("serve_args", "engine_env"),
+                "redact_argv": deferred("serve_args", "redact_argv"),
+                "redact_env": deferred("serve_args", "redact_env"),
+                "checked_gmu": deferred("gpu_memory", "check_gmu"),
+                "serve_flag_variables": deferred("serve_args", "flag_variables"),
+                "serve_flag_argument_spec": deferred("serve_args", "flag_argument_spec"),
             }
         )

@@ -9,12 +9,13 @@ import os
 
 import yaml
 
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import vllm_patches
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.deferred import module_utils
 from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filter_errors import as_filters
 
 
 def selected_patches(names, patches_dir):
     """The manifest entries of the named patches, each with its diff or whole file read from patches_dir."""
+    vllm_patches = module_utils("vllm_patches")
     with open(os.path.join(patches_dir, "manifest.yml"), encoding="utf-8") as handle:
         manifest = yaml.safe_load(handle)
     texts = {}
@@ -30,6 +31,7 @@ def selected_patches(names, patches_dir):
 def checked_graph_guards(entries, required, enforce_eager, profile, mounts=None):
     """The guards the entries (and the sha256-pinned engine_patch_mounts) provide; fails naming both ways out when
     graphs are on and one is missing."""
+    vllm_patches = module_utils("vllm_patches")
     entries = list(entries) + vllm_patches.mount_guard_entries(mounts)
     missing = [] if enforce_eager else vllm_patches.missing_graph_guards(required, entries)
     if missing:
