@@ -5,7 +5,8 @@
 To find one filter of a collection, ansible-core imports every filter file of that collection (Jinja2Loader walks the
 package and calls each file's filters()), and it does so in every worker it forks: once per task and host. What a
 filter file imports at its top, every task that uses any of our filters pays again. Our filter files therefore import
-only this and filter_errors; the logic behind them comes in at the first call (docs/measurements.md has the figure).
+none of our module_utils at their top; the logic behind them comes in at the first call (docs/measurements.md has
+the figure).
 """
 
 from __future__ import annotations
