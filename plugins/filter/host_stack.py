@@ -37,7 +37,6 @@ class FilterModule:
                 "dpkg_query_argv": deferred("dpkg", "query_argv"),
                 "dpkg_installed": deferred("dpkg", "installed_versions"),
                 "dpkg_held": deferred("dpkg", "held_packages"),
-                "apt_simulation": deferred("nccl_pin", "parse_apt_simulation"),
                 "nccl_problems": deferred("nccl_pin", "problems"),
                 "nccl_other_version_report": deferred("nccl_pin", "other_version_report"),
                 "nccl_conf": deferred("nccl_pin", "nccl_conf"),

@@ -121,12 +121,12 @@ def other_version_report(node, packages, version, installed, held):
     )
 
 
-def problems(node, packages, version, installed, held, simulation, replace_installed=False, repo_url="", engine_uses_host_library=True):
+def problems(node, packages, version, installed, held, simulation_output, replace_installed=False, repo_url="", engine_uses_host_library=True):
     """Why NCCL cannot be put at `version` on `node` without surprising anyone.
 
     installed: {pkg: version} of what dpkg has, or Ansible's package_facts map
     ({pkg: [{"version": ...}]}); held: packages marked hold;
-    simulation: parse_apt_simulation() of installing `pkg=version` for each.
+    simulation_output: what `apt-get --simulate install pkg=version ...` printed (stdout and stderr).
     Another installed or held version is refused when the engine uses the host's library, unless
     replace_installed; otherwise it is no problem (other_version_report says why, the node is left alone).
     """
@@ -134,6 +134,7 @@ def problems(node, packages, version, installed, held, simulation, replace_insta
     others = other_versions(packages, version, installed)
     if others and not replace_installed and not engine_uses_host_library:
         return []  # nothing will be installed here: what apt would do does not matter
+    simulation = parse_apt_simulation(simulation_output or "")
     for package, current in others.items():
         if replace_installed:
             continue

@@ -169,7 +169,7 @@ def test_parse_apt_simulation():
 
 
 def _problems(installed, held=(), simulation=SIMULATION_FRESH, replace=False, host_library=True):
-    return nccl_pin.problems("s2", PACKAGES, PIN, installed, list(held), nccl_pin.parse_apt_simulation(simulation), replace, "http://repo/", host_library)
+    return nccl_pin.problems("s2", PACKAGES, PIN, installed, list(held), simulation, replace, "http://repo/", host_library)
 
 
 def test_a_fresh_node_and_the_pinned_version_are_fine():
