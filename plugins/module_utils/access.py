@@ -155,22 +155,40 @@ def checked_client_networks(networks):
     return checked
 
 
-def firewall_rules(api_port, cluster_ports, cluster_addresses, clients):
+def _ip_sources(addresses):
+    """The addresses that are IP addresses, as CIDRs, each once; a host name is not one (iptables would resolve it)."""
+    found = []
+    for address in addresses:
+        try:
+            network = str(ipaddress.ip_network(str(address).strip(), strict=False))
+        except ValueError:
+            continue
+        if network not in found:
+            found.append(network)
+    return found
+
+
+def firewall_rules(api_port, cluster_ports, cluster_addresses, clients, service_addresses=()):
     """The INPUT rules, in order: the cluster reaches every engine port, clients reach the API, the rest is dropped.
 
+    service_addresses: the nodes that run the cluster's front door and Prometheus, which reach every engine's API
+    (on the eight-Spark layout, another engine's head). A host name among them is left to the allowed clients.
     Only these ports are touched; everything else on the host (SSH, ...) is left as it is.
     Returns dicts of ansible.builtin.iptables arguments (without state/chain).
     """
     sources = [str(ipaddress.ip_network(address, strict=False)) for address in cluster_addresses]
+    services = [address for address in _ip_sources(service_addresses) if address not in sources]
     rules = []
     for port in [api_port, *cluster_ports]:
         for source in sources:
             rules.append({"source": source, "port": port, "jump": "ACCEPT", "why": "the cluster"})
         if port == api_port:
-            # Clients of the API on the head itself, then the allowed networks.
+            # Clients of the API on the head itself, the front door's and Prometheus's nodes, then the allowed networks.
             rules.append({"source": "127.0.0.0/8", "port": port, "jump": "ACCEPT", "why": "local clients"})
+            for service in services:
+                rules.append({"source": service, "port": port, "jump": "ACCEPT", "why": "the front door and Prometheus"})
             for client in checked_client_networks(clients):
-                if client not in sources:
+                if client not in sources and client not in services:
                     rules.append({"source": client, "port": port, "jump": "ACCEPT", "why": "an allowed client"})
         rules.append({"source": None, "port": port, "jump": "DROP", "why": "everyone else"})
     for rule in rules:

@@ -159,6 +159,24 @@ def test_firewall_rules_admit_the_cluster_everywhere_and_clients_to_the_api_only
     assert len({rule["comment"] for rule in rules}) == len(rules)  # each rule is found again by its comment
 
 
+def test_the_front_door_and_prometheus_of_another_engine_reach_the_api_and_nothing_else():
+    """The eight-Spark layout: engine_b's nodes admit engine_a's head (the front door's and Prometheus's node) to the
+    API, by its fabric and SSH addresses, but not to the master or fan-out port; a host name is left out."""
+    rules = access.firewall_rules(
+        8000, [29500], ["192.168.100.15", "192.168.100.16"], ["10.0.0.0/24"], ["192.168.100.11", "10.0.0.11", "192.168.100.11", "spark1"]
+    )
+    table = [(rule["port"], rule["source"], rule["jump"]) for rule in rules]
+    assert table == [
+        (8000, "192.168.100.15/32", "ACCEPT"), (8000, "192.168.100.16/32", "ACCEPT"), (8000, "127.0.0.0/8", "ACCEPT"),
+        (8000, "192.168.100.11/32", "ACCEPT"), (8000, "10.0.0.11/32", "ACCEPT"), (8000, "10.0.0.0/24", "ACCEPT"), (8000, None, "DROP"),
+        (29500, "192.168.100.15/32", "ACCEPT"), (29500, "192.168.100.16/32", "ACCEPT"), (29500, None, "DROP"),
+    ]  # fmt: skip
+    assert "(the front door and Prometheus)" in rules[3]["comment"]
+    # On the engine whose head runs them, they are its own nodes: no rule more than before.
+    own = access.firewall_rules(8000, [29500], ["192.168.100.11", "192.168.100.12"], [], ["192.168.100.11", "192.168.100.11"])
+    assert own == access.firewall_rules(8000, [29500], ["192.168.100.11", "192.168.100.12"], [])
+
+
 def test_a_printed_rule_becomes_the_argv_that_deletes_it_without_a_shell():
     line = '-A INPUT -s 192.168.100.11/32 -p tcp -m tcp --dport 8000 -m comment --comment "sparkfleet:api from 192.168.100.11" -j ACCEPT'
     assert access.firewall_delete_argv(line) == [

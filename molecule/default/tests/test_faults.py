@@ -703,12 +703,12 @@ def test_a_node_lost_while_the_engine_boots_fails_naming_it_and_leaves_no_rank(v
 # --- the optional host firewall ---------------------------------------------------------
 
 
-def _knock(port, node=None):
+def _knock(port, node=None, address="192.168.100.11"):
     """'reached' (the host answered, open or refused), or 'dropped' (no answer): from the controller or a node."""
     probe = (
         "import socket, sys\n"
         "try:\n"
-        f"    socket.create_connection(('192.168.100.11', {port}), timeout=3).close(); print('reached')\n"
+        f"    socket.create_connection(('{address}', {port}), timeout=3).close(); print('reached')\n"
         "except ConnectionRefusedError:\n"
         "    print('reached')\n"
         "except OSError:\n"
@@ -776,16 +776,20 @@ def test_two_engines_of_two_ranks_behind_one_front_door_share_the_load_one_crash
     engines of two ranks, one front door on spark1 sending requests to both by load, with two clients' keys. With the
     second engine's head killed, every request is still answered (by the first). One client taken out of the list
     (front_door.yml) is refused from that run on; the other's stream in flight through the reload runs to its end,
-    and no rank restarts."""
+    and no rank restarts. The host firewall is on: the front door and Prometheus on spark1 reach the second engine's
+    API (it admits them, not spark1 as one of its nodes); the controller is an allowed client."""
     clients = ("-e", json.dumps({"front_door_clients": [ALICE, BOB]}))
+    firewall = ("-e", json.dumps({"engine_firewall_enabled": True, "engine_firewall_allowed_clients": ["192.168.100.1"]}))
     # Each engine's smoke benchmark at one stream of the small scenario: the front door is what this case proves.
-    rc, raw, folded, _unused = _play("site.yml", *ONE_SMALL_STREAM, *clients, inventory=TWO_ENGINES)
+    rc, raw, folded, _unused = _play("site.yml", *ONE_SMALL_STREAM, *clients, *firewall, inventory=TWO_ENGINES)
     try:
         assert rc == 0, folded[-4000:]
         assert ALICE["key"] not in raw
         assert BOB["key"] not in raw
         for engine in ("first_pair", "second_pair"):
             assert f"engine {engine}: 2 ranks, lane 262k (262144 x 6), launched" in folded, folded[-4000:]
+        assert "8000 from 192.168.100.11/32 (the front door and Prometheus)" in "\n".join(_our_rules("spark3"))
+        assert (_knock(8000, node="spark2", address="192.168.100.13"), _knock(8000, node="spark1", address="192.168.100.13")) == ("dropped", "reached")
         servers = _front_door_servers()
         assert {name: row["status"] for name, row in servers.items() if name != "BACKEND"} == {"first_pair": "UP", "second_pair": "UP"}
         assert _answered_through_the_front_door(1, key=None) == [401]
@@ -842,3 +846,4 @@ def test_two_engines_of_two_ranks_behind_one_front_door_share_the_load_one_crash
         # until the next site.yml writes its configuration.
         for name in RANKS:
             _node(name, f"docker rm -f {CONTAINER} {CONTAINER}-previous 2>/dev/null || true")
+            _node(name, "iptables-save | grep -v -- '--comment \"sparkfleet:' | iptables-restore")
