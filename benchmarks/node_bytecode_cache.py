@@ -14,17 +14,16 @@ Usage: benchmarks/node_bytecode_cache.py [--rounds 2]
 from __future__ import annotations
 
 import argparse
-import os
 import pathlib
 import re
 import statistics
 import subprocess
 import sys
-import time
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-INVENTORY = REPO / "molecule/resources/inventory/hosts.yml"
-NODES = ["spark1", "spark2", "spark3", "spark4"]
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from engine_rerun import NODES, run
+
 PTH = "/usr/lib/python3/dist-packages/sim_bytecode_cache.pth"
 PARKED = "/root/sim_bytecode_cache.pth"
 
@@ -42,16 +41,13 @@ def set_cache(on: bool) -> None:
 
 
 def noop_site() -> tuple[float, float]:
-    """(wall s, machine CPU s) of one site.yml that must change nothing."""
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
-    cpu, started = machine_cpu_seconds(), time.monotonic()
-    result = subprocess.run(
-        ["ansible-playbook", "-i", str(INVENTORY), str(REPO / "site.yml"), "-e", "lane=500k"], cwd=REPO, env=env, capture_output=True, text=True, check=False
-    )
-    wall, cpu = time.monotonic() - started, machine_cpu_seconds() - cpu
-    changed = dict(re.findall(r"^(spark\d)\s+:\s+ok=\d+\s+changed=(\d+)", result.stdout, re.M))
-    if result.returncode != 0 or set(changed.values()) != {"0"}:
-        sys.exit(f"site.yml was not a no-op (rc {result.returncode}, changed {changed}):\n{result.stdout[-3000:]}")
+    """(wall s, machine CPU s) of one site.yml that must change nothing (engine_rerun.run stops on a failed run)."""
+    cpu = machine_cpu_seconds()
+    wall, stdout = run("site.yml", "500k")
+    cpu = machine_cpu_seconds() - cpu
+    changed = dict(re.findall(r"^(spark\d)\s+:\s+ok=\d+\s+changed=(\d+)", stdout, re.M))
+    if set(changed.values()) != {"0"}:
+        sys.exit(f"site.yml was not a no-op (changed {changed}):\n{stdout[-3000:]}")
     return wall, cpu
 
 

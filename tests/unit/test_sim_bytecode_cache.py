@@ -94,7 +94,7 @@ def test_code_left_in_a_directory_another_user_owns_is_not_run(tmp_path):
     directory = cache / f"sim-bytecode-{os.getuid()}"
     directory.mkdir(parents=True)
     planted = compile(PROBE.replace("6 * 7", "0"), "planted", "exec")
-    key = hashlib.sha256(importlib.util.MAGIC_NUMBER + PROBE.encode()).hexdigest()
+    key = hashlib.sha256(importlib.util.MAGIC_NUMBER + bytes([sys.flags.optimize]) + PROBE.encode()).hexdigest()
     (directory / key).write_bytes(marshal.dumps(planted))
     assert _import_from(_zip(tmp_path / "first.zip"), cache)[0] == "0"  # the user's own: taken, so the key is right
     os.chown(directory, 12345, 12345)

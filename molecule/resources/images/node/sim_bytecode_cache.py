@@ -5,9 +5,10 @@ imports from a zip archive and keeps no bytecode for it, so each task on a node 
 ansible.module_utils.basic and the module again: ~60 ms of CPU per task. A Spark pays that on its own 20
 cores; the four simulated nodes share the build machine's two, where it is a third of a module's run.
 
-This keeps each compiled file under the sha256 of Python's magic number and the file's source, in a directory
-of the running user's own. A hit is the code object compile() made for the same bytes, with its file name set
-to the importing zip's path, as importlib does for a .pyc; so a module runs, and fails, as without the cache.
+This keeps each compiled file under the sha256 of Python's magic number, its optimization level and the file's
+source, in a directory of the running user's own. A hit is the code object compile() made for the same bytes,
+with its file name set to the importing zip's path, as importlib does for a .pyc; so a module runs, and fails,
+as without the cache.
 Only zipimport's compile is wrapped: nothing imported from a directory is touched.
 """
 
@@ -36,11 +37,14 @@ def _cached_compile_source(pathname, source):
     import hashlib
     import importlib.util
     import marshal
+    import sys
 
     directory = _own_directory()
     if directory is None:
         return _compile_source(pathname, source)
-    cached = os.path.join(directory, hashlib.sha256(importlib.util.MAGIC_NUMBER + source).hexdigest())
+    # compile() strips asserts under -O: the level is part of what the code is.
+    key = hashlib.sha256(importlib.util.MAGIC_NUMBER + bytes([sys.flags.optimize]) + source).hexdigest()
+    cached = os.path.join(directory, key)
     try:
         with open(cached, "rb") as handle:
             code = marshal.load(handle)
