@@ -1,6 +1,6 @@
 """The table of stage times and the closing pass/fail line of a CI run.
 
-Usage: python3 .ci/stage_times.py STAMPED_LOG CI_STARTED_EPOCH MAKE_STARTED_EPOCH
+Usage: python3 .ci/stage_times.py STAMPED_LOG CI_STARTED_EPOCH MAKE_STARTED_EPOCH [CPU_SAMPLES]
 Stages are found in `make test`'s own output: make's echo of each target's
 first command (the side-by-side checks, pytest of tests/integration, molecule)
 and molecule's "Executing" line of each step. A stage lasts until the next
@@ -9,6 +9,9 @@ one's output whole when it ends): their own rows come from the
 "ci-stage NAME start|end EPOCH" lines each prints, under the group's row.
 The last line is the sum of every pytest summary line (unit, integration,
 molecule's verify): "ci: N passed, N failed, N skipped".
+CPU_SAMPLES (.ci/run writes it: "EPOCH" and /proc/stat's "cpu" line, every few
+seconds) adds each stage's CPU seconds and how busy the machine's cores were:
+a stage near 100% gains nothing from running beside another.
 """
 
 from __future__ import annotations
@@ -46,6 +49,11 @@ def read(path: str) -> list[tuple[float, str]]:
 
 
 def stages(lines: list[tuple[float, str]], ci_started: float, make_started: float) -> list[tuple[str, float]]:
+    return [(name, end - start) for name, start, end in stage_windows(lines, ci_started, make_started)]
+
+
+def stage_windows(lines: list[tuple[float, str]], ci_started: float, make_started: float) -> list[tuple[str, float, float]]:
+    """(name, start, end) of each stage, in order; a stage ends when the next one starts."""
     starts = [("ci setup (Docker engine, swap)", ci_started), ("make: venv, wheels, host check", make_started)]
     for stamp, text in lines:
         for name, pattern in MARKERS:
@@ -61,7 +69,7 @@ def stages(lines: list[tuple[float, str]], ci_started: float, make_started: floa
     rows = []
     for index, (name, start) in enumerate(starts):
         finish = starts[index + 1][1] if index + 1 < len(starts) else end
-        rows.append((name, max(0.0, finish - start)))
+        rows.append((name, start, max(start, finish)))
     return rows
 
 
@@ -83,6 +91,31 @@ def own_stages(lines: list[tuple[float, str]]) -> list[tuple[str, float]]:
     return rows
 
 
+def read_cpu(path: str) -> list[tuple[float, float, float]]:
+    """(epoch, busy, all) jiffies of the machine, from lines "EPOCH cpu USER NICE SYSTEM IDLE IOWAIT IRQ SOFTIRQ STEAL ..."."""
+    samples = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            fields = line.split()
+            if len(fields) < 10 or fields[1] != "cpu":
+                continue
+            epoch, counts = float(fields[0]), [int(value) for value in fields[2:10]]
+            idle = counts[3] + counts[4]
+            samples.append((epoch, float(sum(counts) - idle), float(sum(counts))))
+    return samples
+
+
+def cpu_use(samples: list[tuple[float, float, float]], start: float, end: float, hz: int = 100) -> tuple[float, float] | None:
+    """(CPU seconds, busy share of every core) between the samples nearest to start and end; None without two."""
+    if not samples:
+        return None
+    first = min(samples, key=lambda sample: abs(sample[0] - start))
+    last = min(samples, key=lambda sample: abs(sample[0] - end))
+    if last[2] <= first[2]:
+        return None
+    return (last[1] - first[1]) / hz, (last[1] - first[1]) / (last[2] - first[2])
+
+
 def totals(lines: list[tuple[float, str]]) -> dict[str, int]:
     counts = {"passed": 0, "failed": 0, "skipped": 0, "error": 0}
     for _unused, text in lines:
@@ -96,18 +129,21 @@ def totals(lines: list[tuple[float, str]]) -> dict[str, int]:
 def main() -> int:
     lines = read(sys.argv[1])
     ci_started, make_started = float(sys.argv[2]), float(sys.argv[3])
-    rows = stages(lines, ci_started, make_started)
+    samples = read_cpu(sys.argv[4]) if len(sys.argv) > 4 else []
+    rows = stage_windows(lines, ci_started, make_started)
     own = own_stages(lines)
-    width = max(len(name) for name, _unused in rows + [("    " + name, 0) for name, _unused in own])
-    print("ci: stage times")
-    print("  " + "stage".ljust(width) + "   seconds")
-    for name, seconds in rows:
-        print("  " + name.ljust(width) + f"   {seconds:7.0f}")
+    width = max(len(name) for name in [row[0] for row in rows] + ["    " + name for name, _unused in own])
+    print("ci: stage times" + (" (CPU s: the machine's, all cores; busy: share of its cores in use)" if samples else ""))
+    print("  " + "stage".ljust(width) + "   seconds" + ("     CPU s   busy" if samples else ""))
+    for name, start, end in rows:
+        use = cpu_use(samples, start, end)
+        print("  " + name.ljust(width) + f"   {end - start:7.0f}" + (f"   {use[0]:7.0f}   {use[1]:4.0%}" if use else ""))
         if name == CHECKS:  # each one's own time, within the group's
             for own_name, own_seconds in own:
                 print("  " + ("    " + own_name).ljust(width) + f"   {own_seconds:7.0f}")
     total = (lines[-1][0] if lines else make_started) - ci_started
-    print("  " + "total".ljust(width) + f"   {total:7.0f}  ({total / 60:.1f} min)")
+    use = cpu_use(samples, ci_started, ci_started + total)
+    print("  " + "total".ljust(width) + f"   {total:7.0f}" + (f"   {use[0]:7.0f}   {use[1]:4.0%}" if use else "") + f"  ({total / 60:.1f} min)")
     counts = totals(lines)
     print(f"ci: {counts['passed']} passed, {counts['failed'] + counts['error']} failed, {counts['skipped']} skipped")
     return 0

@@ -2,6 +2,7 @@
 
 import importlib.util
 import pathlib
+import re
 
 import pytest
 
@@ -66,3 +67,36 @@ def test_the_rehearsal_scenario_has_rows_of_its_own():
     assert rows["molecule rehearsal converge"] == 120.0
     assert rows["molecule rehearsal create"] == 28.0
     assert rows["molecule create"] == 28.0  # the default scenario's rows keep their names
+
+
+def test_each_stage_gets_the_machines_cpu_seconds_and_busy_share_from_the_samples(tmp_path):
+    # Two cores at USER_HZ 100: 200 jiffies a second in all. 100-110 s: both cores busy; 110-130 s: one of two.
+    samples = tmp_path / "cpu.log"
+    samples.write_text(
+        "100.0 cpu 1000 0 0 5000 0 0 0 0 0 0\n"
+        "110.0 cpu 2500 0 500 5000 0 0 0 0 0 0\n"
+        "120.0 cpu 3000 0 1000 6000 0 0 0 0 0 0\n"
+        "not a sample\n"
+        "130.0 cpu 3500 0 1500 6900 100 0 0 0 0 0\n"
+    )
+    read = stage_times.read_cpu(str(samples))
+    assert len(read) == 4
+    assert stage_times.cpu_use(read, 100.0, 110.0) == pytest.approx((20.0, 1.0))
+    assert stage_times.cpu_use(read, 110.2, 129.9) == pytest.approx((20.0, 0.5))  # the nearest samples: 110 and 130
+    assert stage_times.cpu_use(read, 130.0, 130.0) is None
+    assert stage_times.cpu_use([], 100.0, 110.0) is None
+
+
+def test_the_table_has_cpu_columns_only_when_given_samples(tmp_path, capsys, monkeypatch):
+    log = tmp_path / "make-test.log"
+    log.write_text("".join(f"{stamp}\t{text}\n" for stamp, text in LOG))
+    samples = tmp_path / "cpu.log"
+    samples.write_text("".join(f"{90 + 10 * index}.0 cpu {2000 * index} 0 0 {100 * index} 0 0 0 0 0 0\n" for index in range(28)))
+    monkeypatch.setattr("sys.argv", ["stage_times.py", str(log), "90", "95", str(samples)])
+    assert stage_times.main() == 0
+    table = capsys.readouterr().out
+    assert "CPU s   busy" in table
+    assert re.search(r"^  integration\s+60\s+120\s+95%$", table, re.M), table
+    monkeypatch.setattr("sys.argv", ["stage_times.py", str(log), "90", "95"])
+    stage_times.main()
+    assert "busy" not in capsys.readouterr().out
