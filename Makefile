@@ -21,7 +21,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 help:
 	@echo "make demo      deploy the engine on the simulated four-Spark cluster (LANE=$(LANE))"
-	@echo "make test      lint + unit + ansible-test sanity (side by side), integration, molecule (create, converge, verify with its changed=0 re-run, destroy), the gb10 rehearsal"
+	@echo "make test      lint + unit + ansible-test sanity (side by side), integration, molecule (create, converge, verify with its changed=0 re-run and beside it the gb10 rehearsal, destroy)"
 	@echo "make sim-up    bring the simulated cluster up;  make sim-down  remove it (images are kept; make clean: not even those)"
 
 demo:
@@ -74,11 +74,20 @@ sanity: $(VENV)/.installed
 integration: host-check $(VENV)/.installed $(VENV)/.vllm-installed | $(COLLECTION_LINK)
 	pytest -q tests/integration
 
-# The default scenario (the cpu profile end to end), then the gb10 rehearsal (molecule/rehearsal), which
-# makes its stand-in of the SM121 image from the cpu image the first left on the head.
+# The default scenario (the cpu profile end to end) and, beside its verify, the gb10 rehearsal (molecule/rehearsal)
+# on four nodes of its own: verify leaves about a quarter of two cores idle (docs/measurements.md), which the
+# rehearsal takes. It starts once converge has built the cpu engine image on the default head, which its stand-in
+# of the SM121 image is made from. Each side's lines carry its scenario's name (sed -u: whole lines, never two
+# half lines run together); a cluster that fails its converge is removed, as `molecule test` would.
 molecule: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK)
-	molecule test
-	molecule test -s rehearsal
+	molecule destroy
+	molecule syntax
+	molecule converge || { molecule destroy; exit 1; }
+	status=0; \
+	{ molecule verify 2>&1 | sed -u 's/^/[default] /'; } & verify=$$!; \
+	{ molecule test -s rehearsal 2>&1 | sed -u 's/^/[rehearsal] /'; } & rehearsal=$$!; \
+	wait $$verify || status=1; wait $$rehearsal || status=1; \
+	molecule destroy; exit $$status
 
 sim-up: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK)
 	ansible-playbook -i localhost, molecule/resources/playbooks/sim_up.yml

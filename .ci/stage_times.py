@@ -7,6 +7,10 @@ and molecule's "Executing" line of each step. A stage lasts until the next
 one starts. lint, unit and sanity run side by side (make -j3 -O prints each
 one's output whole when it ends): their own rows come from the
 "ci-stage NAME start|end EPOCH" lines each prints, under the group's row.
+molecule's verify and the rehearsal run side by side, each line beginning with its
+scenario's name ("[default] ", "[rehearsal] "): the default scenario's steps are
+the main rows, another scenario's steps are rows of their own under the main row
+they started in, each lasting until that scenario's next step or its last line.
 The last line is the sum of every pytest summary line (unit, integration,
 molecule's verify): "ci: N passed, N failed, N skipped".
 CPU_SAMPLES (.ci/run writes it: "EPOCH" and /proc/stat's "cpu" line, every few
@@ -24,8 +28,11 @@ CHECKS = "lint + unit + sanity, side by side"
 MARKERS = (
     (CHECKS, re.compile(r"--output-sync=target lint unit sanity$")),
     ("integration", re.compile(r"^pytest -q tests/integration")),
-    ("molecule (setup)", re.compile(r"^molecule test")),
+    ("molecule (setup)", re.compile(r"^molecule destroy$")),
 )
+# A line of a scenario that runs beside another: "[NAME] " first. The default scenario's lines are the main rows'.
+LANE = re.compile(r"^\[([\w-]+)\] ")
+MAIN_LANE = "default"
 # A stage's own start and end, printed by the Makefile where stages overlap.
 OWN_TIMES = re.compile(r"^ci-stage (\S+) (start|end) ([0-9.]+)$")
 OWN_NAMES = {"lint": "lint", "unit": "unit", "sanity": "sanity (ansible-test)"}
@@ -33,7 +40,7 @@ OWN_NAMES = {"lint": "lint", "unit": "unit", "sanity": "sanity (ansible-test)"}
 # tests ..." line that follows is not a new step.
 # Another scenario than default names its rows with its name ("molecule rehearsal converge").
 MOLECULE_STEP = re.compile(r"(?:(\S+) ➜ )?\b(dependency|cleanup|destroy|syntax|create|prepare|converge|idempotence|side_effect|verify): Executing\s*$")
-PYTEST_SUMMARY = re.compile(r"^[\s│]*(=+ )?\d+ (passed|failed|errors?|skipped)\b.* in [0-9.]+s")
+PYTEST_SUMMARY = re.compile(r"^(?:\[[\w-]+\] )?[\s│]*(=+ )?\d+ (passed|failed|errors?|skipped)\b.* in [0-9.]+s")
 
 
 def read(path: str) -> list[tuple[float, str]]:
@@ -52,10 +59,32 @@ def stages(lines: list[tuple[float, str]], ci_started: float, make_started: floa
     return [(name, end - start) for name, start, end in stage_windows(lines, ci_started, make_started)]
 
 
-def stage_windows(lines: list[tuple[float, str]], ci_started: float, make_started: float) -> list[tuple[str, float, float]]:
-    """(name, start, end) of each stage, in order; a stage ends when the next one starts."""
-    starts = [("ci setup (Docker engine, swap)", ci_started), ("make: venv, wheels, host check", make_started)]
+def lanes(lines: list[tuple[float, str]]) -> dict[str, list[tuple[float, str]]]:
+    """The lines of each lane, its name prefix taken off: the main one ("") holds every line of no other lane."""
+    found: dict[str, list[tuple[float, str]]] = {"": []}
     for stamp, text in lines:
+        prefix = LANE.match(text)
+        lane = prefix.group(1) if prefix and prefix.group(1) != MAIN_LANE else ""
+        found.setdefault(lane, []).append((stamp, text[prefix.end() :] if prefix else text))
+    return found
+
+
+def side_windows(lines: list[tuple[float, str]]) -> dict[str, list[tuple[str, float, float]]]:
+    """(step, start, end) of each step of every scenario that ran beside the main rows, by scenario."""
+    sides = {}
+    for lane, own in lanes(lines).items():
+        if not lane:
+            continue
+        starts = [(step.group(2), stamp) for stamp, text in own if (step := MOLECULE_STEP.search(text))]
+        ends = [start for _unused, start in starts[1:]] + [own[-1][0]]
+        sides[lane] = [(name, start, max(start, end)) for (name, start), end in zip(starts, ends, strict=True)]
+    return sides
+
+
+def stage_windows(lines: list[tuple[float, str]], ci_started: float, make_started: float) -> list[tuple[str, float, float]]:
+    """(name, start, end) of each main stage, in order; a stage ends when the next one starts."""
+    starts = [("ci setup (Docker engine, swap)", ci_started), ("make: venv, wheels, host check", make_started)]
+    for stamp, text in lanes(lines)[""]:
         for name, pattern in MARKERS:
             if pattern.search(text):
                 starts.append((name, stamp))
@@ -132,7 +161,9 @@ def main() -> int:
     samples = read_cpu(sys.argv[4]) if len(sys.argv) > 4 else []
     rows = stage_windows(lines, ci_started, make_started)
     own = own_stages(lines)
-    width = max(len(name) for name in [row[0] for row in rows] + ["    " + name for name, _unused in own])
+    sides = side_windows(lines)
+    side_names = [f"beside it: molecule {lane}" for lane in sides] + [f"    {step}" for steps in sides.values() for step, *_unused in steps]
+    width = max(len(name) for name in [row[0] for row in rows] + ["    " + name for name, _unused in own] + side_names)
     print("ci: stage times" + (" (CPU s: the machine's, all cores; busy: share of its cores in use)" if samples else ""))
     print("  " + "stage".ljust(width) + "   seconds" + ("     CPU s   busy" if samples else ""))
     for name, start, end in rows:
@@ -141,6 +172,12 @@ def main() -> int:
         if name == CHECKS:  # each one's own time, within the group's
             for own_name, own_seconds in own:
                 print("  " + ("    " + own_name).ljust(width) + f"   {own_seconds:7.0f}")
+        # A scenario that ran beside this stage: its wall time and its steps' (the CPU columns are the machine's).
+        for lane, steps in sides.items():
+            if steps and start <= steps[0][1] < end:
+                print("  " + f"beside it: molecule {lane}".ljust(width) + f"   {steps[-1][2] - steps[0][1]:7.0f}")
+                for step, step_start, step_end in steps:
+                    print("  " + f"    {step}".ljust(width) + f"   {step_end - step_start:7.0f}")
     total = (lines[-1][0] if lines else make_started) - ci_started
     use = cpu_use(samples, ci_started, ci_started + total)
     print("  " + "total".ljust(width) + f"   {total:7.0f}" + (f"   {use[0]:7.0f}   {use[1]:4.0%}" if use else "") + f"  ({total / 60:.1f} min)")

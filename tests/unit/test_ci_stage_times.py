@@ -26,10 +26,10 @@ LOG = [
     (210.0, "ci-stage sanity end 209.8"),
     (211.0, "pytest -q tests/integration"),
     (270.0, "11 passed in 58.10s"),
-    (271.0, "molecule test"),
+    (271.0, "molecule destroy"),
     (272.0, "INFO     default ➜ create: Executing"),
-    (300.0, "INFO     default ➜ verify: Executing"),
-    (350.0, "  │ 90 passed, 1 failed in 49.00s"),
+    (300.0, "[default] INFO     default ➜ verify: Executing"),
+    (350.0, "[default]   │ 90 passed, 1 failed in 49.00s"),
 ]
 
 
@@ -54,19 +54,44 @@ def test_every_pytest_summary_counts_once():
     assert stage_times.totals(LOG) == {"passed": 617, "failed": 1, "skipped": 0, "error": 0}
 
 
-def test_the_rehearsal_scenario_has_rows_of_its_own():
+def test_the_rehearsal_beside_verify_has_rows_of_its_own_and_cuts_no_main_row():
+    # verify and the rehearsal print at once, each line marked with its scenario; then the default's destroy.
     log = [
-        *LOG,
-        (351.0, "molecule test -s rehearsal"),
-        (352.0, "INFO     rehearsal ➜ create: Executing"),
-        (380.0, "INFO     rehearsal ➜ converge: Executing"),
-        (500.0, "INFO     rehearsal ➜ verify: Executing"),
-        (560.0, "  │ 9 passed in 58.00s"),
+        *LOG[:-2],
+        (300.0, "[default] INFO     default ➜ verify: Executing"),
+        (301.0, "[rehearsal] INFO     rehearsal ➜ destroy: Executing"),
+        (305.0, "[rehearsal] INFO     rehearsal ➜ create: Executing"),
+        (320.0, "[default]   │ PASSED tests/test_default.py::test_a"),
+        (333.0, "[rehearsal] INFO     rehearsal ➜ converge: Executing"),
+        (453.0, "[rehearsal] INFO     rehearsal ➜ verify: Executing"),
+        (510.0, "[rehearsal]   │ 9 passed in 58.00s"),
+        (511.0, "[rehearsal] INFO     rehearsal ➜ destroy: Executing"),
+        (540.0, "[rehearsal] INFO     Molecule executed 1 scenario (1 successful)"),
+        (600.0, "[default]   │ 90 passed, 1 failed in 300.00s"),
+        (601.0, "INFO     default ➜ destroy: Executing"),
+        (630.0, "INFO     Pruning extra files from scenario ephemeral directory"),
     ]
     rows = dict(stage_times.stages(log, 90.0, 95.0))
-    assert rows["molecule rehearsal converge"] == 120.0
-    assert rows["molecule rehearsal create"] == 28.0
-    assert rows["molecule create"] == 28.0  # the default scenario's rows keep their names
+    assert rows["molecule verify"] == 301.0  # to the default's destroy, not to the rehearsal's first step
+    assert rows["molecule destroy"] == 29.0
+    assert not [name for name in rows if "rehearsal" in name]
+    sides = stage_times.side_windows(log)
+    assert [(step, end - start) for step, start, end in sides["rehearsal"]] == [
+        ("destroy", 4.0), ("create", 28.0), ("converge", 120.0), ("verify", 58.0), ("destroy", 29.0),
+    ]  # fmt: skip
+    assert stage_times.totals(log) == {"passed": 617 + 9, "failed": 1, "skipped": 0, "error": 0}
+
+
+def test_the_table_prints_the_scenario_beside_verify_under_it(tmp_path, capsys, monkeypatch):
+    log = tmp_path / "stamped.log"
+    lines = [*LOG, (301.0, "[rehearsal] INFO     rehearsal ➜ create: Executing"), (340.0, "[rehearsal] done"), (360.0, "molecule destroy; exit 0")]
+    log.write_text("".join(f"{stamp:.3f}\t{text}\n" for stamp, text in lines))
+    monkeypatch.setattr("sys.argv", ["stage_times.py", str(log), "90", "95"])
+    stage_times.main()
+    table = capsys.readouterr().out.splitlines()
+    at = next(index for index, line in enumerate(table) if line.split()[:2] == ["molecule", "verify"])
+    assert table[at + 1].split() == ["beside", "it:", "molecule", "rehearsal", "39"]
+    assert table[at + 2].split() == ["create", "39"]
 
 
 def test_each_stage_gets_the_machines_cpu_seconds_and_busy_share_from_the_samples(tmp_path):

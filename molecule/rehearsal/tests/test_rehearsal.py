@@ -22,6 +22,8 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[3]
 INVENTORY = REPO / "molecule/resources/inventory-rehearsal/hosts.yml"
 NODES = ("spark1", "spark2", "spark3", "spark4")
+# The nodes' containers on this machine: the scenario's cluster beside the default one (molecule.yml).
+NODE_CONTAINER_PREFIX = os.environ.get("SIM_NODE_PREFIX", "")
 CONTAINER = "vllm_glm53"
 NCCL = "2.30.7-1+cuda13.3"
 DGX_DRIVER = ("nvidia-driver-580-open", "580.95.05-0ubuntu0.24.04.2")
@@ -91,7 +93,8 @@ def test_the_head_pulled_the_image_by_digest_and_the_workers_got_it_from_the_hea
         assert f"{name.rsplit(':', 1)[0]}@{digest}" in image["RepoDigests"]
     else:
         assert image["RepoDigests"] == [], image["RepoDigests"]
-    head_id = subprocess.run(["docker", "exec", "spark1", "docker", "image", "inspect", "-f", "{{.Id}}", name], capture_output=True, text=True, check=True)
+    head = NODE_CONTAINER_PREFIX + "spark1"
+    head_id = subprocess.run(["docker", "exec", head, "docker", "image", "inspect", "-f", "{{.Id}}", name], capture_output=True, text=True, check=True)
     assert image["Id"] == head_id.stdout.strip()
 
 
@@ -120,7 +123,8 @@ def test_no_rank_is_left_and_none_ever_started(host):
 def _prometheus(path, **params):
     """One answer of the head's Prometheus (on its loopback), read on the head."""
     query = "&".join(f"{key}={value}" for key, value in params.items())
-    answer = subprocess.run(["docker", "exec", "spark1", "curl", "-sf", f"http://127.0.0.1:9090{path}?{query}"], capture_output=True, text=True, check=True)
+    head = NODE_CONTAINER_PREFIX + "spark1"
+    answer = subprocess.run(["docker", "exec", head, "curl", "-sf", f"http://127.0.0.1:9090{path}?{query}"], capture_output=True, text=True, check=True)
     return json.loads(answer.stdout)["data"]
 
 
@@ -206,7 +210,7 @@ def test_every_rank_was_created_with_the_gb10_container_spec(report):
 
 
 def _node(name, command):
-    return subprocess.run(["docker", "exec", name, "sh", "-c", command], capture_output=True, text=True, check=True).stdout
+    return subprocess.run(["docker", "exec", NODE_CONTAINER_PREFIX + name, "sh", "-c", command], capture_output=True, text=True, check=True).stdout
 
 
 def _snapshot():
