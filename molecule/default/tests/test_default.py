@@ -646,6 +646,34 @@ def test_dry_runs_change_nothing_and_say_what_would_restart_and_why():
 KILLED_RUN = {}
 
 
+def _kill_the_whole_run(pid):
+    """SIGKILL an ansible-playbook and every process under it, as a crashed controller ends them all.
+
+    Its process group is not all of it: each of Ansible's task workers starts a session of its own
+    (WorkerProcess._detach), and one left alive keeps running its task with no playbook to answer to.
+    The playbook is stopped first, so that it forks no worker while its workers are found."""
+    os.killpg(pid, signal.SIGSTOP)
+    parents = {}
+    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # a process that ended while it was read
+    tree, found = {pid}, True
+    while found:
+        below = {child for child, parent in parents.items() if parent in tree} - tree
+        tree |= below
+        found = bool(below)
+    for member in tree:
+        try:
+            if os.getpgid(member) == member:  # a worker's session: its ssh clients with it
+                os.killpg(member, signal.SIGKILL)
+            else:
+                os.kill(member, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+
+
 def test_a_killed_runs_lock_stays_behind():
     """A lane switch killed (SIGKILL, as a lost terminal or a crashed controller ends it) just after it took the lock,
     while it reads the nodes: its record stays, naming its own ansible-playbook process."""
@@ -656,7 +684,7 @@ def test_a_killed_runs_lock_stays_behind():
     try:
         holder = _wait_for_the_run_lock(lambda: run.poll() is None)
     finally:
-        os.killpg(run.pid, signal.SIGKILL)
+        _kill_the_whole_run(run.pid)
         run.wait()
     assert (holder["pid"], holder["playbooks"]) == (run.pid, ["lane.yml"])
     assert _run_lock() == holder

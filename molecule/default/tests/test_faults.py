@@ -25,11 +25,9 @@ from __future__ import annotations
 import concurrent.futures
 import hashlib
 import json
-import os
 import re
 import secrets
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -50,6 +48,7 @@ from test_default import (
     _front_door_runtime,
     _front_door_servers,
     _front_door_stream,
+    _kill_the_whole_run,
     _wait_until,
 )
 from test_host_stack import _snapshot
@@ -411,7 +410,7 @@ def _lane_switch_killed_between_its_stop_and_its_launch(vault):
             time.sleep(0.2)
         assert play.poll() is None, "the run ended before the head's rank stopped"
     finally:
-        os.killpg(play.pid, signal.SIGKILL)
+        _kill_the_whole_run(play.pid)
         play.wait()
     return play.pid
 
