@@ -81,6 +81,12 @@ def side_windows(lines: list[tuple[float, str]]) -> dict[str, list[tuple[str, fl
     return sides
 
 
+def beside(rows: list[tuple[str, float, float]], steps: list[tuple[str, float, float]]) -> tuple[str, float, float]:
+    """The main row that a side scenario's steps (side_windows) overlap most: the one it ran beside."""
+    first, last = steps[0][1], steps[-1][2]
+    return max(rows, key=lambda row: min(row[2], last) - max(row[1], first))
+
+
 def stage_windows(lines: list[tuple[float, str]], ci_started: float, make_started: float) -> list[tuple[str, float, float]]:
     """(name, start, end) of each main stage, in order; a stage ends when the next one starts."""
     starts = [("ci setup (Docker engine, swap)", ci_started), ("make: venv, wheels, host check", make_started)]
@@ -172,9 +178,9 @@ def main() -> int:
         if name == CHECKS:  # each one's own time, within the group's
             for own_name, own_seconds in own:
                 print("  " + ("    " + own_name).ljust(width) + f"   {own_seconds:7.0f}")
-        # A scenario that ran beside this stage: its wall time and its steps' (the CPU columns are the machine's).
+        # A scenario that ran beside this stage (most of its time): its wall time and its steps'.
         for lane, steps in sides.items():
-            if steps and start <= steps[0][1] < end:
+            if steps and beside(rows, steps) == (name, start, end):
                 print("  " + f"beside it: molecule {lane}".ljust(width) + f"   {steps[-1][2] - steps[0][1]:7.0f}")
                 for step, step_start, step_end in steps:
                     print("  " + f"    {step}".ljust(width) + f"   {step_end - step_start:7.0f}")

@@ -84,14 +84,16 @@ def test_the_rehearsal_beside_verify_has_rows_of_its_own_and_cuts_no_main_row():
 
 def test_the_table_prints_the_scenario_beside_verify_under_it(tmp_path, capsys, monkeypatch):
     log = tmp_path / "stamped.log"
-    lines = [*LOG, (301.0, "[rehearsal] INFO     rehearsal ➜ create: Executing"), (340.0, "[rehearsal] done"), (360.0, "molecule destroy; exit 0")]
+    # The rehearsal's first line came a moment before verify's (both start at once): it still ran beside verify.
+    lines = [*LOG[:-2], (299.9, "[rehearsal] INFO     rehearsal ➜ create: Executing"), *LOG[-2:]]
+    lines += [(340.0, "[rehearsal] done"), (360.0, "molecule destroy; exit 0")]
     log.write_text("".join(f"{stamp:.3f}\t{text}\n" for stamp, text in lines))
     monkeypatch.setattr("sys.argv", ["stage_times.py", str(log), "90", "95"])
     stage_times.main()
     table = capsys.readouterr().out.splitlines()
     at = next(index for index, line in enumerate(table) if line.split()[:2] == ["molecule", "verify"])
-    assert table[at + 1].split() == ["beside", "it:", "molecule", "rehearsal", "39"]
-    assert table[at + 2].split() == ["create", "39"]
+    assert table[at + 1].split() == ["beside", "it:", "molecule", "rehearsal", "40"]
+    assert table[at + 2].split() == ["create", "40"]
 
 
 def test_each_stage_gets_the_machines_cpu_seconds_and_busy_share_from_the_samples(tmp_path):
