@@ -77,8 +77,9 @@ integration: host-check $(VENV)/.installed $(VENV)/.vllm-installed | $(COLLECTIO
 # The default scenario (the cpu profile end to end) and, beside its verify, the gb10 rehearsal (molecule/rehearsal)
 # on four fresh nodes of its own. Verify leaves about a fifth of two cores idle: side by side, the two took 150-180 s
 # less than one after the other (docs/measurements.md). The rehearsal starts once converge has built the cpu
-# engine image on the default head, which its stand-in of the SM121 image is made from. Each side's lines carry its scenario's name (sed -u: whole lines, never two
-# half lines run together); a cluster that fails its converge is removed, as `molecule test` would.
+# engine image on the default head, which its stand-in of the SM121 image is made from. Each side's lines carry
+# its scenario's name (sed -u: whole lines, never two half lines run together); a cluster that fails its converge
+# is removed, as `molecule test` would.
 molecule: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK)
 	molecule destroy
 	molecule syntax

@@ -10,7 +10,7 @@ one's output whole when it ends): their own rows come from the
 molecule's verify and the rehearsal run side by side, each line beginning with its
 scenario's name ("[default] ", "[rehearsal] "): the default scenario's steps are
 the main rows, another scenario's steps are rows of their own under the main row
-they started in, each lasting until that scenario's next step or its last line.
+they overlap most, each lasting until that scenario's next step or its last line.
 The last line is the sum of every pytest summary line (unit, integration,
 molecule's verify): "ci: N passed, N failed, N skipped".
 CPU_SAMPLES (.ci/run writes it: "EPOCH" and /proc/stat's "cpu" line, every few
