@@ -17,11 +17,11 @@ COLLECTION_LINK := collections/ansible_collections/sparkfleet/vllm
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help demo demo-setup test checks lint unit integration sanity molecule sim-up sim-down host-check clean
+.PHONY: help demo demo-setup test checks lint unit integration sanity rehearsal molecule sim-up sim-down host-check clean
 
 help:
 	@echo "make demo      deploy the engine on the simulated four-Spark cluster (LANE=$(LANE))"
-	@echo "make test      lint + unit + ansible-test sanity (side by side), integration, molecule (create, converge, verify with its changed=0 re-run and beside it the gb10 rehearsal, destroy)"
+	@echo "make test      molecule (create, converge, verify with its changed=0 re-run, destroy); beside verify, one after the other: the gb10 rehearsal, integration, lint + unit + ansible-test sanity (side by side)"
 	@echo "make sim-up    bring the simulated cluster up;  make sim-down  remove it (images are kept; make clean: not even those)"
 
 demo:
@@ -37,7 +37,11 @@ demo:
 
 demo-setup: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK)
 
-test: checks integration molecule
+# Verify leaves its engines' boots and waits, about a fifth of two cores, idle: what else `make test` runs goes
+# there, one after the other beside verify (BESIDE_VERIFY), at a lower CPU priority so that verify's cases keep the
+# pace they were written for (docs/measurements.md). Their failures fail `make test` as their own runs would.
+test: BESIDE_VERIFY = rehearsal integration checks
+test: molecule
 
 # lint, unit and sanity only read the tree, and each is one busy process: side by side on two cores they
 # take about half the time of one after the other (docs/measurements.md). -O keeps each one's output whole; each
@@ -74,20 +78,27 @@ sanity: $(VENV)/.installed
 integration: host-check $(VENV)/.installed $(VENV)/.vllm-installed | $(COLLECTION_LINK)
 	pytest -q tests/integration
 
-# The default scenario (the cpu profile end to end) and, beside its verify, the gb10 rehearsal (molecule/rehearsal)
-# on four fresh nodes of its own. Verify leaves about a fifth of two cores idle: side by side, the two took 150-180 s
-# less than one after the other (docs/measurements.md). The rehearsal starts once converge has built the cpu
-# engine image on the default head, which its stand-in of the SM121 image is made from. Each side's lines carry
-# its scenario's name (sed -u: whole lines, never two half lines run together); a cluster that fails its converge
-# is removed, as `molecule test` would.
+# The gb10 rehearsal (molecule/rehearsal) on four fresh nodes of its own. It needs the cpu engine image that the
+# default scenario's converge builds on the default head: its stand-in of the SM121 image is made from it.
+rehearsal: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK)
+	molecule test -s rehearsal
+
+# The default scenario (the cpu profile end to end) and, beside its verify, the targets of BESIDE_VERIFY one after
+# the other (`make molecule`: the rehearsal), each at nice BESIDE_VERIFY_NICE. Each line carries the name of what
+# printed it (sed -u: whole lines, never two half lines run together), which .ci/stage_times.py reads. A cluster
+# that fails its converge is removed, as `molecule test` would.
+BESIDE_VERIFY ?= rehearsal
+BESIDE_VERIFY_NICE ?= 10
 molecule: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK)
 	molecule destroy
 	molecule syntax
 	molecule converge || { molecule destroy; exit 1; }
 	status=0; \
 	{ molecule verify 2>&1 | sed -u 's/^/[default] /'; } & verify=$$!; \
-	{ molecule test -s rehearsal 2>&1 | sed -u 's/^/[rehearsal] /'; } & rehearsal=$$!; \
-	wait $$verify || status=1; wait $$rehearsal || status=1; \
+	{ failed=0; for target in $(BESIDE_VERIFY); do \
+	    nice -n $(BESIDE_VERIFY_NICE) $(MAKE) --no-print-directory "$$target" 2>&1 | sed -u "s/^/[$$target] /" || failed=1; \
+	  done; exit $$failed; } & beside=$$!; \
+	wait $$verify || status=1; wait $$beside || status=1; \
 	molecule destroy; exit $$status
 
 sim-up: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK)

@@ -7,10 +7,12 @@ and molecule's "Executing" line of each step. A stage lasts until the next
 one starts. lint, unit and sanity run side by side (make -j3 -O prints each
 one's output whole when it ends): their own rows come from the
 "ci-stage NAME start|end EPOCH" lines each prints, under the group's row.
-molecule's verify and the rehearsal run side by side, each line beginning with its
-scenario's name ("[default] ", "[rehearsal] "): the default scenario's steps are
-the main rows, another scenario's steps are rows of their own under the main row
-they overlap most, each lasting until that scenario's next step or its last line.
+What runs beside molecule's verify (the rehearsal, integration, the checks: the
+Makefile's BESIDE_VERIFY) prints each line after its name ("[rehearsal] ",
+"[checks] "; verify's own lines begin "[default] "). The default scenario's steps
+are the main rows; each other name is a row of its own under the main row it
+overlaps most, from its first line to its last, and a scenario's steps are rows
+under it, each lasting until that scenario's next step or its last line.
 The last line is the sum of every pytest summary line (unit, integration,
 molecule's verify): "ci: N passed, N failed, N skipped".
 CPU_SAMPLES (.ci/run writes it: "EPOCH" and /proc/stat's "cpu" line, every few
@@ -30,16 +32,19 @@ MARKERS = (
     ("integration", re.compile(r"^pytest -q tests/integration")),
     ("molecule (setup)", re.compile(r"^molecule destroy$")),
 )
-# A line of a scenario that runs beside another: "[NAME] " first. The default scenario's lines are the main rows'.
+# A line of what runs beside verify: "[NAME] " first. The default scenario's lines are the main rows'.
 LANE = re.compile(r"^\[([\w-]+)\] ")
 MAIN_LANE = "default"
+# The rows of what ran beside verify and is not a molecule scenario (the Makefile's targets).
+SIDE_NAMES = {"checks": CHECKS, "integration": "integration"}
 # A stage's own start and end, printed by the Makefile where stages overlap.
 OWN_TIMES = re.compile(r"^ci-stage (\S+) (start|end) ([0-9.]+)$")
 OWN_NAMES = {"lint": "lint", "unit": "unit", "sanity": "sanity (ansible-test)"}
 # "INFO     default ➜ converge: Executing" (molecule 25); the verifier's own "verify: Executing Testinfra
 # tests ..." line that follows is not a new step.
 # Another scenario than default names its rows with its name ("molecule rehearsal converge").
-MOLECULE_STEP = re.compile(r"(?:(\S+) ➜ )?\b(dependency|cleanup|destroy|syntax|create|prepare|converge|idempotence|side_effect|verify): Executing\s*$")
+MOLECULE_STEPS = ("dependency", "cleanup", "destroy", "syntax", "create", "prepare", "converge", "idempotence", "side_effect", "verify")
+MOLECULE_STEP = re.compile(r"(?:(\S+) ➜ )?\b(" + "|".join(MOLECULE_STEPS) + r"): Executing\s*$")
 PYTEST_SUMMARY = re.compile(r"^(?:\[[\w-]+\] )?[\s│]*(=+ )?\d+ (passed|failed|errors?|skipped)\b.* in [0-9.]+s")
 
 
@@ -70,15 +75,23 @@ def lanes(lines: list[tuple[float, str]]) -> dict[str, list[tuple[float, str]]]:
 
 
 def side_windows(lines: list[tuple[float, str]]) -> dict[str, list[tuple[str, float, float]]]:
-    """(step, start, end) of each step of every scenario that ran beside the main rows, by scenario."""
+    """(step, start, end) of each step of everything that ran beside the main rows, by its name: a scenario's
+    molecule steps, or one step from its first line to its last for what is not a scenario."""
     sides = {}
     for lane, own in lanes(lines).items():
-        if not lane:
+        if not lane or not own:
             continue
         starts = [(step.group(2), stamp) for stamp, text in own if (step := MOLECULE_STEP.search(text))]
+        if not starts:
+            starts = [(SIDE_NAMES.get(lane, lane), own[0][0])]
         ends = [start for _unused, start in starts[1:]] + [own[-1][0]]
         sides[lane] = [(name, start, max(start, end)) for (name, start), end in zip(starts, ends, strict=True)]
     return sides
+
+
+def side_title(lane: str, steps: list[tuple[str, float, float]]) -> str:
+    """A side row's name: "molecule NAME" for a scenario (its steps are rows under it), else its one step's."""
+    return f"molecule {lane}" if lane not in SIDE_NAMES and steps[0][0] in MOLECULE_STEPS else steps[0][0]
 
 
 def beside(rows: list[tuple[str, float, float]], steps: list[tuple[str, float, float]]) -> tuple[str, float, float]:
@@ -113,7 +126,8 @@ def own_stages(lines: list[tuple[float, str]]) -> list[tuple[str, float]]:
     until its output was printed."""
     starts, rows = {}, []
     for _unused, text in lines:
-        found = OWN_TIMES.match(text.strip())
+        prefix = LANE.match(text)
+        found = OWN_TIMES.match(text[prefix.end() if prefix else 0 :].strip())
         if not found:
             continue
         name, what, epoch = found.group(1), found.group(2), float(found.group(3))
@@ -168,20 +182,32 @@ def main() -> int:
     rows = stage_windows(lines, ci_started, make_started)
     own = own_stages(lines)
     sides = side_windows(lines)
-    side_names = [f"beside it: molecule {lane}" for lane in sides] + [f"    {step}" for steps in sides.values() for step, *_unused in steps]
-    width = max(len(name) for name in [row[0] for row in rows] + ["    " + name for name, _unused in own] + side_names)
+    titles = {lane: side_title(lane, steps) for lane, steps in sides.items()}
+    names = [row[0] for row in rows] + [f"beside it: {title}" for title in titles.values()]
+    names += ["    " + name for name, _unused in own] + [f"    {step}" for steps in sides.values() for step, *_unused in steps]
+    width = max(len(name) for name in names)
+    # The checks' own rows go under the checks' row: a main row, or one beside verify.
+    checks_beside = any(title == CHECKS for title in titles.values())
+
+    def own_rows():
+        for own_name, own_seconds in own:
+            print("  " + ("    " + own_name).ljust(width) + f"   {own_seconds:7.0f}")
+
     print("ci: stage times" + (" (CPU s: the machine's, all cores; busy: share of its cores in use)" if samples else ""))
     print("  " + "stage".ljust(width) + "   seconds" + ("     CPU s   busy" if samples else ""))
     for name, start, end in rows:
         use = cpu_use(samples, start, end)
         print("  " + name.ljust(width) + f"   {end - start:7.0f}" + (f"   {use[0]:7.0f}   {use[1]:4.0%}" if use else ""))
-        if name == CHECKS:  # each one's own time, within the group's
-            for own_name, own_seconds in own:
-                print("  " + ("    " + own_name).ljust(width) + f"   {own_seconds:7.0f}")
-        # A scenario that ran beside this stage (most of its time): its wall time and its steps'.
+        if name == CHECKS and not checks_beside:
+            own_rows()
+        # What ran beside this stage (most of its time): its wall time, and a scenario's steps.
         for lane, steps in sides.items():
-            if steps and beside(rows, steps) == (name, start, end):
-                print("  " + f"beside it: molecule {lane}".ljust(width) + f"   {steps[-1][2] - steps[0][1]:7.0f}")
+            if beside(rows, steps) != (name, start, end):
+                continue
+            print("  " + f"beside it: {titles[lane]}".ljust(width) + f"   {steps[-1][2] - steps[0][1]:7.0f}")
+            if titles[lane] == CHECKS:
+                own_rows()
+            elif titles[lane].startswith("molecule "):
                 for step, step_start, step_end in steps:
                     print("  " + f"    {step}".ljust(width) + f"   {step_end - step_start:7.0f}")
     total = (lines[-1][0] if lines else make_started) - ci_started

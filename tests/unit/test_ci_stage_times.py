@@ -127,3 +127,67 @@ def test_the_table_has_cpu_columns_only_when_given_samples(tmp_path, capsys, mon
     monkeypatch.setattr("sys.argv", ["stage_times.py", str(log), "90", "95"])
     stage_times.main()
     assert "busy" not in capsys.readouterr().out
+
+
+# make test: beside verify, one after the other, the rehearsal, integration and the checks, each line after its name.
+BESIDE_VERIFY_LOG = [
+    (90.5, "bash molecule/resources/host-check.sh"),
+    (100.0, "molecule destroy"),
+    (110.0, "INFO     default ➜ create: Executing"),
+    (140.0, "INFO     default ➜ converge: Executing"),
+    (400.0, "[default] INFO     default ➜ verify: Executing"),
+    (400.5, "[rehearsal] bash molecule/resources/host-check.sh"),
+    (402.0, "[rehearsal] INFO     rehearsal ➜ create: Executing"),
+    (450.0, "[rehearsal] INFO     rehearsal ➜ converge: Executing"),
+    (700.0, "[rehearsal] INFO     rehearsal ➜ verify: Executing"),
+    (800.0, "[rehearsal]   │ 39 passed in 99.00s"),
+    (801.0, "[rehearsal] INFO     rehearsal ➜ destroy: Executing"),
+    (830.0, "[rehearsal] INFO     Molecule executed 1 scenario (1 successful)"),
+    (831.0, "[integration] pytest -q tests/integration"),
+    (930.0, "[integration] 11 passed in 98.00s"),
+    (931.0, "[checks] make --no-print-directory -j3 --output-sync=target lint unit sanity"),
+    (1000.0, "[checks] ci-stage unit start 932.0"),
+    (1000.0, "[checks] 516 passed in 67.00s (0:01:07)"),
+    (1000.0, "[checks] ci-stage unit end 999.5"),
+    (1010.0, "[checks] ci-stage lint start 931.5"),
+    (1010.0, "[checks] ci-stage lint end 1009.0"),
+    (1100.0, "[checks] ci-stage sanity start 931.8"),
+    (1100.0, "[checks] ci-stage sanity end 1099.8"),
+    (1500.0, "[default]   │ 118 passed in 1100.00s"),
+    (1501.0, "INFO     default ➜ destroy: Executing"),
+    (1530.0, "INFO     Pruning extra files from scenario ephemeral directory"),
+]
+
+
+def test_what_runs_beside_verify_gets_rows_of_its_own_under_verify_and_the_checks_keep_their_own():
+    rows = dict(stage_times.stages(BESIDE_VERIFY_LOG, 80.0, 90.0))
+    assert list(rows) == [
+        "ci setup (Docker engine, swap)", "make: venv, wheels, host check", "molecule (setup)", "molecule create",
+        "molecule converge", "molecule verify", "molecule destroy",
+    ]  # fmt: skip
+    assert rows["molecule verify"] == 1101.0
+    sides = stage_times.side_windows(BESIDE_VERIFY_LOG)
+    assert list(sides) == ["rehearsal", "integration", "checks"]
+    assert [(step, end - start) for step, start, end in sides["integration"]] == [("integration", 99.0)]
+    assert [(step, end - start) for step, start, end in sides["checks"]] == [(stage_times.CHECKS, 169.0)]
+    assert [stage_times.side_title(lane, steps) for lane, steps in sides.items()] == ["molecule rehearsal", "integration", stage_times.CHECKS]
+    assert dict(stage_times.own_stages(BESIDE_VERIFY_LOG)) == pytest.approx({"unit": 67.5, "lint": 77.5, "sanity (ansible-test)": 168.0})
+    assert stage_times.totals(BESIDE_VERIFY_LOG) == {"passed": 39 + 11 + 516 + 118, "failed": 0, "skipped": 0, "error": 0}
+
+
+def test_the_table_prints_each_thing_beside_verify_under_it_in_the_order_it_ran(tmp_path, capsys, monkeypatch):
+    log = tmp_path / "stamped.log"
+    log.write_text("".join(f"{stamp:.3f}\t{text}\n" for stamp, text in BESIDE_VERIFY_LOG))
+    monkeypatch.setattr("sys.argv", ["stage_times.py", str(log), "80", "90"])
+    stage_times.main()
+    table = [line.split() for line in capsys.readouterr().out.splitlines()]
+    at = table.index(["molecule", "verify", "1101"])
+    assert table[at + 1 : at + 13] == [
+        ["beside", "it:", "molecule", "rehearsal", "428"],
+        ["create", "48"], ["converge", "250"], ["verify", "101"], ["destroy", "29"],
+        ["beside", "it:", "integration", "99"],
+        ["beside", "it:", "lint", "+", "unit", "+", "sanity,", "side", "by", "side", "169"],
+        ["unit", "68"], ["lint", "78"], ["sanity", "(ansible-test)", "168"],
+        ["molecule", "destroy", "29"],
+        ["total", "1450", "(24.2", "min)"],
+    ]  # fmt: skip
