@@ -179,7 +179,8 @@ def main() -> int:
     lines = read(sys.argv[1])
     ci_started, make_started = float(sys.argv[2]), float(sys.argv[3])
     samples = read_cpu(sys.argv[4]) if len(sys.argv) > 4 else []
-    rows = stage_windows(lines, ci_started, make_started)
+    # molecule's steps that did nothing (dependency disabled, no cleanup or prepare playbook) are no rows.
+    rows = [row for row in stage_windows(lines, ci_started, make_started) if not (row[0].split()[-1] in MOLECULE_STEPS and row[2] - row[1] < 0.5)]
     own = own_stages(lines)
     sides = side_windows(lines)
     titles = {lane: side_title(lane, steps) for lane, steps in sides.items()}

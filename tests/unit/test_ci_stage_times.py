@@ -191,3 +191,25 @@ def test_the_table_prints_each_thing_beside_verify_under_it_in_the_order_it_ran(
         ["molecule", "destroy", "29"],
         ["total", "1450", "(24.2", "min)"],
     ]  # fmt: skip
+
+
+def test_molecule_steps_that_did_nothing_are_no_rows(tmp_path, capsys, monkeypatch):
+    lines = [
+        *BESIDE_VERIFY_LOG[:2],
+        (100.2, "INFO     default ➜ dependency: Executing"),
+        (100.3, "INFO     default ➜ cleanup: Executing"),
+        (100.4, "INFO     default ➜ destroy: Executing"),
+        *BESIDE_VERIFY_LOG[2:4],
+        (399.8, "INFO     default ➜ prepare: Executing"),
+        *BESIDE_VERIFY_LOG[4:],
+    ]
+    log = tmp_path / "stamped.log"
+    log.write_text("".join(f"{stamp:.3f}\t{text}\n" for stamp, text in lines))
+    monkeypatch.setattr("sys.argv", ["stage_times.py", str(log), "80", "90"])
+    stage_times.main()
+    table = capsys.readouterr().out
+    assert "molecule dependency" not in table
+    assert "molecule cleanup" not in table
+    assert "molecule prepare" not in table
+    assert re.search(r"^  molecule destroy\s+10$", table, re.M), table
+    assert re.search(r"^  molecule converge\s+260$", table, re.M), table  # 140 -> 400, its prepare (0.2 s) no row
