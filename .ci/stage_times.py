@@ -7,9 +7,9 @@ and molecule's "Executing" line of each step. A stage lasts until the next
 one starts. lint, unit and sanity run side by side (make -j3 -O prints each
 one's output whole when it ends): their own rows come from the
 "ci-stage NAME start|end EPOCH" lines each prints, under the group's row.
-What runs beside molecule's verify (the rehearsal, integration, the checks: the
-Makefile's BESIDE_VERIFY) prints each line after its name ("[rehearsal] ",
-"[checks] "; verify's own lines begin "[default] "). The default scenario's steps
+What runs beside molecule's verify (the Makefile's BESIDE_VERIFY and
+BESIDE_VERIFY_IDLE: the rehearsal, then the checks) prints each line after its
+name ("[rehearsal] ", "[checks] "; verify's own lines begin "[default] "). The default scenario's steps
 are the main rows; each other name is a row of its own under the main row it
 overlaps most, from its first line to its last, and a scenario's steps are rows
 under it, each lasting until that scenario's next step or its last line.
@@ -91,7 +91,7 @@ def side_windows(lines: list[tuple[float, str]]) -> dict[str, list[tuple[str, fl
 
 def side_title(lane: str, steps: list[tuple[str, float, float]]) -> str:
     """A side row's name: "molecule NAME" for a scenario (its steps are rows under it), else its one step's."""
-    return f"molecule {lane}" if lane not in SIDE_NAMES and steps[0][0] in MOLECULE_STEPS else steps[0][0]
+    return f"molecule {lane}" if steps[0][0] in MOLECULE_STEPS else steps[0][0]
 
 
 def beside(rows: list[tuple[str, float, float]], steps: list[tuple[str, float, float]]) -> tuple[str, float, float]:
