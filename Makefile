@@ -21,7 +21,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 help:
 	@echo "make demo      deploy the engine on the simulated four-Spark cluster (LANE=$(LANE))"
-	@echo "make test      integration; molecule (create, converge, verify with its changed=0 re-run, destroy) and beside verify, one after the other, the gb10 rehearsal and lint + unit + ansible-test sanity (side by side)"
+	@echo "make test      integration; molecule (create, converge, verify with its changed=0 re-run, destroy), the gb10 rehearsal beside its verify, and from its converge on lint + unit + ansible-test sanity (side by side, on idle cores)"
 	@echo "make sim-up    bring the simulated cluster up;  make sim-down  remove it (images are kept; make clean: not even those)"
 
 demo:
@@ -38,11 +38,12 @@ demo:
 demo-setup: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK)
 
 # integration first, alone: its client's reads of a stream are timings that a busy machine changes (beside verify,
-# one of its cases found no stream with two reads of content). Then molecule; beside its verify, one after the other,
-# the rehearsal and the checks, which only compute and take only the cores verify leaves idle (BESIDE_VERIFY_IDLE;
-# docs/measurements.md). A failure of any of them fails `make test`.
+# one of its cases found no stream with two reads of content). Then molecule: from its converge on, the checks,
+# which only compute, take only the cores the scenario leaves idle (BESIDE_MOLECULE_IDLE); beside its verify, the
+# rehearsal, held back to a share of the cores (BESIDE_VERIFY; docs/measurements.md). A failure of any of them
+# fails `make test`.
 test: BESIDE_VERIFY = rehearsal
-test: BESIDE_VERIFY_IDLE = checks
+test: BESIDE_MOLECULE_IDLE = checks
 test: integration molecule
 
 # lint, unit and sanity only read the tree, and each is one busy process: side by side on two cores they
@@ -85,28 +86,35 @@ integration: host-check $(VENV)/.installed $(VENV)/.vllm-installed | $(COLLECTIO
 rehearsal: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK)
 	molecule test -s rehearsal
 
-# The default scenario (the cpu profile end to end) and, beside its verify, one after the other, the targets of
-# BESIDE_VERIFY (`make molecule`: the rehearsal) and then those of BESIDE_VERIFY_IDLE at the lowest CPU priority:
-# in a session of its own, whose autogroup (the kernel schedules each session as one group) takes nice 19, as its
-# processes do where the kernel has no autogroups. Each line carries the name of what printed it (sed -u: whole
-# lines, never two half lines run together), which .ci/stage_times.py reads. A cluster that fails its converge is
-# removed, as `molecule test` would.
+# The default scenario (the cpu profile end to end). From its converge on, the targets of BESIDE_MOLECULE_IDLE run at
+# the lowest CPU priority: in a session of their own, whose autogroup (the kernel schedules each session as one
+# group) takes nice 19, as their processes do where the kernel has no autogroups. Beside its verify, the targets of
+# BESIDE_VERIFY (`make molecule`: the rehearsal) run in a CPU cgroup weighing half a session (at_cpu_weight.sh):
+# Ansible's task workers each call setsid, so beside verify's they would otherwise weigh as much, each, as all of
+# verify's pytest. Each line carries the name of what printed it (sed -u: whole lines, never two half lines run
+# together), which .ci/stage_times.py reads. A cluster that fails its converge is removed, as `molecule test` would.
 BESIDE_VERIFY ?= rehearsal
-BESIDE_VERIFY_IDLE ?=
+BESIDE_VERIFY_WEIGHT ?= 50
+BESIDE_MOLECULE_IDLE ?=
 LOWEST_PRIORITY = setsid -w bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec nice -n 19 "$$@"' lowest-priority
 molecule: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK)
 	molecule destroy
 	molecule syntax
-	molecule converge || { molecule destroy; exit 1; }
 	status=0; \
-	{ molecule verify 2>&1 | sed -u 's/^/[default] /'; } & verify=$$!; \
 	{ failed=0; \
-	  for target in $(BESIDE_VERIFY); do $(MAKE) --no-print-directory "$$target" 2>&1 | sed -u "s/^/[$$target] /" || failed=1; done; \
-	  for target in $(BESIDE_VERIFY_IDLE); do \
+	  for target in $(BESIDE_MOLECULE_IDLE); do \
 	    $(LOWEST_PRIORITY) $(MAKE) --no-print-directory "$$target" 2>&1 | sed -u "s/^/[$$target] /" || failed=1; \
-	  done; exit $$failed; } & beside=$$!; \
-	wait $$verify || status=1; wait $$beside || status=1; \
-	molecule destroy; exit $$status
+	  done; exit $$failed; } & idle=$$!; \
+	if molecule converge; then \
+	  { molecule verify 2>&1 | sed -u 's/^/[default] /'; } & verify=$$!; \
+	  { failed=0; \
+	    for target in $(BESIDE_VERIFY); do \
+	      molecule/resources/at_cpu_weight.sh "$$target" $(BESIDE_VERIFY_WEIGHT) $(MAKE) --no-print-directory "$$target" 2>&1 \
+	        | sed -u "s/^/[$$target] /" || failed=1; \
+	    done; exit $$failed; } & beside=$$!; \
+	  wait $$verify || status=1; wait $$beside || status=1; \
+	else status=1; fi; \
+	molecule destroy || status=1; wait $$idle || status=1; exit $$status
 
 sim-up: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK)
 	ansible-playbook -i localhost, molecule/resources/playbooks/sim_up.yml

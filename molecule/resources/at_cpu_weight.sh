@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# at_cpu_weight.sh NAME WEIGHT COMMAND [ARG...]: run COMMAND, and everything it starts, in a CPU cgroup of its own
+# (sparkfleet-NAME) whose weight is WEIGHT, where 100 is what one session of processes weighs by default.
+#
+# Why a cgroup (make test's rehearsal beside verify, docs/measurements.md): where the kernel groups each session
+# (sched_autogroup_enabled), every Ansible task worker calls setsid and weighs as much as a whole session, so
+# neither nice nor an autogroup's nice holds a playbook back. A process in a cgroup other than the root is outside
+# autogroups: the cgroup's weight is the share of all it starts, workers included.
+# Where no CPU cgroup can be made (not root, no cpu controller), COMMAND runs as it would have, and says so.
+set -euo pipefail
+name=sparkfleet-$1 weight=$2
+shift 2
+v1=/sys/fs/cgroup/cpu v2=/sys/fs/cgroup
+if [ -w "$v1" ] && [ -f "$v1/cpu.shares" ]; then
+  mkdir -p "$v1/$name"
+  echo $((weight * 1024 / 100)) >"$v1/$name/cpu.shares" # cgroup v1: 1024 shares are one session's
+  echo $$ >"$v1/$name/cgroup.procs"
+elif [ -w "$v2/cgroup.subtree_control" ] && grep -qw cpu "$v2/cgroup.controllers" 2>/dev/null &&
+  { grep -qw cpu "$v2/cgroup.subtree_control" || echo +cpu >"$v2/cgroup.subtree_control"; } 2>/dev/null; then
+  mkdir -p "$v2/$name"
+  echo "$weight" >"$v2/$name/cpu.weight" # cgroup v2: a weight of 100 is the default
+  echo $$ >"$v2/$name/cgroup.procs"
+else
+  echo "at_cpu_weight: no CPU cgroup can be made here; $1 runs at the default weight" >&2
+fi
+exec "$@"
