@@ -86,24 +86,24 @@ integration: host-check $(VENV)/.installed $(VENV)/.vllm-installed | $(COLLECTIO
 rehearsal: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK)
 	molecule test -s rehearsal
 
-# The default scenario (the cpu profile end to end). From its converge on, the targets of BESIDE_MOLECULE_IDLE run at
-# the lowest CPU priority: in a session of their own, whose autogroup (the kernel schedules each session as one
-# group) takes nice 19, as their processes do where the kernel has no autogroups. Beside its verify, the targets of
-# BESIDE_VERIFY (`make molecule`: the rehearsal) run in a CPU cgroup weighing half a session (at_cpu_weight.sh):
-# Ansible's task workers each call setsid, so beside verify's they would otherwise weigh as much, each, as all of
-# verify's pytest. Each line carries the name of what printed it (sed -u: whole lines, never two half lines run
-# together), which .ci/stage_times.py reads. A cluster that fails its converge is removed, as `molecule test` would.
+# The default scenario (the cpu profile end to end). From its create on, the targets of BESIDE_MOLECULE_IDLE run in
+# a CPU cgroup of the least weight (at_cpu_weight.sh), at nice 19: they take the cores the scenario leaves idle.
+# Beside its verify, the targets of BESIDE_VERIFY (`make molecule`: the rehearsal) run in a CPU cgroup weighing half a
+# session. Cgroups, not nice: where the kernel schedules each session as one group (sched_autogroup_enabled), every
+# Ansible task worker calls setsid and weighs as much as a whole session, whatever its nice. Each line carries the
+# name of what printed it (sed -u: whole lines, never two half lines run together), which .ci/stage_times.py reads.
+# A cluster that fails its converge is removed, as `molecule test` would.
 BESIDE_VERIFY ?= rehearsal
 BESIDE_VERIFY_WEIGHT ?= 50
 BESIDE_MOLECULE_IDLE ?=
-LOWEST_PRIORITY = setsid -w bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec nice -n 19 "$$@"' lowest-priority
 molecule: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK)
 	molecule destroy
 	molecule syntax
 	status=0; \
 	{ failed=0; \
 	  for target in $(BESIDE_MOLECULE_IDLE); do \
-	    $(LOWEST_PRIORITY) $(MAKE) --no-print-directory "$$target" 2>&1 | sed -u "s/^/[$$target] /" || failed=1; \
+	    molecule/resources/at_cpu_weight.sh "$$target" 1 nice -n 19 $(MAKE) --no-print-directory "$$target" 2>&1 \
+	      | sed -u "s/^/[$$target] /" || failed=1; \
 	  done; exit $$failed; } & idle=$$!; \
 	if molecule converge; then \
 	  { molecule verify 2>&1 | sed -u 's/^/[default] /'; } & verify=$$!; \

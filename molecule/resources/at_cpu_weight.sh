@@ -2,7 +2,7 @@
 # at_cpu_weight.sh NAME WEIGHT COMMAND [ARG...]: run COMMAND, and everything it starts, in a CPU cgroup of its own
 # (sparkfleet-NAME) whose weight is WEIGHT, where 100 is what one session of processes weighs by default.
 #
-# Why a cgroup (make test's rehearsal beside verify, docs/measurements.md): where the kernel groups each session
+# Why a cgroup (make test's checks and rehearsal, docs/measurements.md): where the kernel groups each session
 # (sched_autogroup_enabled), every Ansible task worker calls setsid and weighs as much as a whole session, so
 # neither nice nor an autogroup's nice holds a playbook back. A process in a cgroup other than the root is outside
 # autogroups: the cgroup's weight is the share of all it starts, workers included.
