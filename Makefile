@@ -21,7 +21,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 help:
 	@echo "make demo      deploy the engine on the simulated four-Spark cluster (LANE=$(LANE))"
-	@echo "make test      integration; molecule (create, converge, verify with its changed=0 re-run, destroy), the gb10 rehearsal beside its verify, and from its converge on lint + unit + ansible-test sanity (side by side, on idle cores)"
+	@echo "make test      integration; molecule (create, converge, verify with its changed=0 re-run, destroy), the gb10 rehearsal beside its verify, and from its create on lint + unit + ansible-test sanity (side by side, on idle cores)"
 	@echo "make sim-up    bring the simulated cluster up;  make sim-down  remove it (images are kept; make clean: not even those)"
 
 demo:
@@ -38,7 +38,7 @@ demo:
 demo-setup: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK)
 
 # integration first, alone: its client's reads of a stream are timings that a busy machine changes (beside verify,
-# one of its cases found no stream with two reads of content). Then molecule: from its converge on, the checks,
+# one of its cases found no stream with two reads of content). Then molecule: from its create on, the checks,
 # which only compute, take only the cores the scenario leaves idle (BESIDE_MOLECULE_IDLE); beside its verify, the
 # rehearsal, held back to a share of the cores (BESIDE_VERIFY; docs/measurements.md). A failure of any of them
 # fails `make test`.

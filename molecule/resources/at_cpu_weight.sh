@@ -7,20 +7,24 @@
 # neither nice nor an autogroup's nice holds a playbook back. A process in a cgroup other than the root is outside
 # autogroups: the cgroup's weight is the share of all it starts, workers included.
 # Where no CPU cgroup can be made (not root, no cpu controller), COMMAND runs as it would have, and says so.
-set -euo pipefail
+set -uo pipefail
 name=sparkfleet-$1 weight=$2
 shift 2
 v1=/sys/fs/cgroup/cpu v2=/sys/fs/cgroup
-if [ -w "$v1" ] && [ -f "$v1/cpu.shares" ]; then
-  mkdir -p "$v1/$name"
-  echo $((weight * 1024 / 100)) >"$v1/$name/cpu.shares" # cgroup v1: 1024 shares are one session's
-  echo $$ >"$v1/$name/cgroup.procs"
-elif [ -w "$v2/cgroup.subtree_control" ] && grep -qw cpu "$v2/cgroup.controllers" 2>/dev/null &&
-  { grep -qw cpu "$v2/cgroup.subtree_control" || echo +cpu >"$v2/cgroup.subtree_control"; } 2>/dev/null; then
-  mkdir -p "$v2/$name"
-  echo "$weight" >"$v2/$name/cpu.weight" # cgroup v2: a weight of 100 is the default
-  echo $$ >"$v2/$name/cgroup.procs"
-else
-  echo "at_cpu_weight: no CPU cgroup can be made here; $1 runs at the default weight" >&2
-fi
+
+# Each returns non-zero where the cgroup cannot be made or joined (a cgroup tree this user may not change, one
+# another manager delegates): then COMMAND runs at the default weight rather than not at all.
+join_v1() {
+  [ -w "$v1" ] && [ -f "$v1/cpu.shares" ] && mkdir -p "$v1/$name" &&
+    echo $((weight * 1024 / 100)) >"$v1/$name/cpu.shares" && # cgroup v1: 1024 shares are one session's
+    echo $$ >"$v1/$name/cgroup.procs"
+}
+join_v2() {
+  [ -w "$v2/cgroup.subtree_control" ] && grep -qw cpu "$v2/cgroup.controllers" &&
+    { grep -qw cpu "$v2/cgroup.subtree_control" || echo +cpu >"$v2/cgroup.subtree_control"; } &&
+    mkdir -p "$v2/$name" && echo "$weight" >"$v2/$name/cpu.weight" && # cgroup v2: a weight of 100 is the default
+    echo $$ >"$v2/$name/cgroup.procs"
+}
+join_v1 2>/dev/null || join_v2 2>/dev/null ||
+  echo "at_cpu_weight: no CPU cgroup can be made or joined here; $name runs at the default weight" >&2
 exec "$@"
