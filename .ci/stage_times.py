@@ -18,7 +18,9 @@ The last line is the sum of every pytest summary line (unit, integration,
 molecule's verify): "ci: N passed, N failed, N skipped".
 CPU_SAMPLES (.ci/run writes it: "EPOCH" and /proc/stat's "cpu" line, every few
 seconds) adds each stage's CPU seconds and how busy the machine's cores were:
-a stage near 100% gains nothing from running beside another.
+a stage near 100% gains nothing from running beside another. Its "EPOCH disk
+KIB" lines (the free disk) add the run's least free disk, and the stage it
+fell in: what the run needed of the disk it started with.
 """
 
 from __future__ import annotations
@@ -155,6 +157,26 @@ def read_cpu(path: str) -> list[tuple[float, float, float]]:
     return samples
 
 
+def read_disk(path: str) -> list[tuple[float, int]]:
+    """(epoch, free KiB) of the checkout's disk, from lines "EPOCH disk KIB"."""
+    samples = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            fields = line.split()
+            if len(fields) == 3 and fields[1] == "disk" and fields[2].isdigit():
+                samples.append((float(fields[0]), int(fields[2])))
+    return samples
+
+
+def least_free_disk(samples: list[tuple[float, int]], rows: list[tuple[str, float, float]]) -> str | None:
+    """The run's least free disk, what it used of the disk it started with, and the main stage it fell in."""
+    if not samples:
+        return None
+    epoch, least = min(samples, key=lambda sample: sample[1])
+    stage = next((name for name, start, end in rows if start <= epoch <= end), "after the last stage")
+    return f"least free disk: {least / 1048576:.1f} GB, during {stage} ({(samples[0][1] - least) / 1048576:.1f} GB below the start)"
+
+
 def cpu_use(samples: list[tuple[float, float, float]], start: float, end: float, hz: int = 100) -> tuple[float, float] | None:
     """(CPU seconds, busy share of every core) between the samples nearest to start and end; None without two."""
     if not samples:
@@ -215,6 +237,9 @@ def main() -> int:
     total = (lines[-1][0] if lines else make_started) - ci_started
     use = cpu_use(samples, ci_started, ci_started + total)
     print("  " + "total".ljust(width) + f"   {total:7.0f}" + (f"   {use[0]:7.0f}   {use[1]:4.0%}" if use else "") + f"  ({total / 60:.1f} min)")
+    disk = least_free_disk(read_disk(sys.argv[4]), rows) if len(sys.argv) > 4 else None
+    if disk:
+        print(f"ci: {disk}")
     counts = totals(lines)
     print(f"ci: {counts['passed']} passed, {counts['failed'] + counts['error']} failed, {counts['skipped']} skipped")
     return 0

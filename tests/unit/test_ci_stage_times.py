@@ -213,3 +213,22 @@ def test_molecule_steps_that_did_nothing_are_no_rows(tmp_path, capsys, monkeypat
     assert "molecule prepare" not in table
     assert re.search(r"^  molecule destroy\s+10$", table, re.M), table
     assert re.search(r"^  molecule converge\s+260$", table, re.M), table  # 140 -> 400, its prepare (0.2 s) no row
+
+
+def test_the_least_free_disk_names_its_stage_and_how_far_below_the_start_it_fell(tmp_path, capsys, monkeypatch):
+    log = tmp_path / "make-test.log"
+    log.write_text("".join(f"{stamp}\t{text}\n" for stamp, text in LOG))
+    samples = tmp_path / "cpu.log"
+    gib = 1048576
+    samples.write_text(
+        f"90.0 cpu 0 0 0 0 0 0 0 0 0 0\n90.0 disk {40 * gib}\n"
+        f"240.0 disk {22 * gib}\n300.0 disk {31 * gib}\n"
+        "300.0 disk not-a-number\n"
+        "370.0 cpu 28000 0 0 2800 0 0 0 0 0 0\n"
+    )
+    assert stage_times.read_disk(str(samples)) == [(90.0, 40 * gib), (240.0, 22 * gib), (300.0, 31 * gib)]
+    monkeypatch.setattr("sys.argv", ["stage_times.py", str(log), "90", "95", str(samples)])
+    assert stage_times.main() == 0
+    table = capsys.readouterr().out
+    assert "ci: least free disk: 22.0 GB, during integration (18.0 GB below the start)" in table, table
+    assert stage_times.least_free_disk([], []) is None
