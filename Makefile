@@ -115,6 +115,7 @@ molecule: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK)
 	  wait $$verify || failed+=" verify"; wait $$beside || failed+=" $(BESIDE_VERIFY)"; \
 	else failed+=" converge"; fi; \
 	molecule destroy || failed+=" destroy"; wait $$idle || failed+=" $(BESIDE_MOLECULE_IDLE)"; \
+	molecule/resources/at_cpu_weight.sh --remove $(BESIDE_MOLECULE_IDLE) $(BESIDE_VERIFY); \
 	if [ -n "$$failed" ]; then echo "make molecule: failed:$$failed (each line of what ran beside begins with its name in brackets)" >&2; exit 1; fi
 
 sim-up: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK)

@@ -7,10 +7,16 @@
 # neither nice nor an autogroup's nice holds a playbook back. A process in a cgroup other than the root is outside
 # autogroups: the cgroup's weight is the share of all it starts, workers included.
 # Where no CPU cgroup can be made (not root, no cpu controller), COMMAND runs as it would have, and says so.
+# at_cpu_weight.sh --remove NAME...: remove those cgroups once their processes have ended (make test's last step).
 set -uo pipefail
+v1=/sys/fs/cgroup/cpu v2=/sys/fs/cgroup
+if [ "${1:-}" = --remove ]; then
+  shift
+  for name in "$@"; do rmdir "$v1/sparkfleet-$name" "$v2/sparkfleet-$name" 2>/dev/null; done
+  exit 0 # one that is not there, or still holds a process, stays as it is
+fi
 name=sparkfleet-$1 weight=$2
 shift 2
-v1=/sys/fs/cgroup/cpu v2=/sys/fs/cgroup
 
 # Each returns non-zero where the cgroup cannot be made or joined (a cgroup tree this user may not change, one
 # another manager delegates): then COMMAND runs at the default weight rather than not at all.
