@@ -278,6 +278,7 @@ FRONT_DOOR = "http://192.168.100.11:8080"
 FRONT_DOOR_QUEUE, RETRY_AFTER = 2, "7"
 # About 10 s each on the cpu engine (~18 tokens/s alone): streams a drain waits for / that hold the slots a while.
 DRAINED_STREAM_TOKENS, ADMISSION_STREAM_TOKENS = 200, 200
+SLOW_MACHINE_DRAIN_S = 600
 
 
 def _front_door_stream(tokens, result, headers=None, timeout=600):
@@ -721,7 +722,10 @@ def test_lane_switch_on_full_nodes_restarts_every_rank_and_only_the_ranks_move_m
         if "TASK [sparkfleet.vllm.engine : Ask the engine for one token]" in line:
             deciding.set()
 
-    switching = threading.Thread(target=lambda: switch.update(result=_run_playbook("playbooks/lane.yml", "-e", "lane=1m", on_line=note_the_decision)))
+    # The drain waits for every stream in flight: long enough for a 200-token stream on this machine's slowest day
+    # (beside the rehearsal's converge, one took over 120 s). What the case proves is that they end, not how soon.
+    lane_switch = ("playbooks/lane.yml", "-e", "lane=1m", "-e", f"front_door_drain_timeout_s={SLOW_MACHINE_DRAIN_S}")
+    switching = threading.Thread(target=lambda: switch.update(result=_run_playbook(*lane_switch, on_line=note_the_decision)))
     switching.start()
     assert deciding.wait(timeout=600), "lane.yml never asked the running engine for a token"
     clients = [threading.Thread(target=keep_streaming) for _unused in range(2)]
@@ -743,7 +747,7 @@ def test_lane_switch_on_full_nodes_restarts_every_rank_and_only_the_ranks_move_m
     after, memory_after = _start_times(), {name: _node_memory(name) for name in RANKS}
     # Drained: the streams in flight ran to their end before the ranks stopped, and a request during the drain got
     # 503 at once; no stream that began was cut or ended without its finish reason.
-    drained = re.search(r"waited for (\d+) request\(s\) in flight, cut 0 at the 120 s drain timeout", output)
+    drained = re.search(rf"waited for (\d+) request\(s\) in flight, cut 0 at the {SLOW_MACHINE_DRAIN_S} s drain timeout", output)
     assert drained, output[-5000:]
     assert int(drained.group(1)) >= 1
     assert output.index("Drain the engine out of the front door before its ranks stop") < output.index("Stop this node's rank (kept")
@@ -759,8 +763,10 @@ def test_lane_switch_on_full_nodes_restarts_every_rank_and_only_the_ranks_move_m
         assert f"--max-num-seqs {LANES['1m'][1]}" in after[name]
         limit, _unused, rank = memory_after[name]
         assert rank >= 0.65 * limit, f"{name}: the new engine holds {rank / GIB:.2f} of {limit / GIB:.2f} GiB"
+        # The switch drops each node's page cache before the new ranks start, so what is outside them may shrink
+        # (the head's by 0.25 GiB in one run); it must not grow: no old rank or other process kept memory.
         others_before, others_after = (memory[name][1] - memory[name][2] for memory in (memory_before, memory_after))
-        assert abs(others_after - others_before) < GIB / 4, f"{name}: memory outside the rank moved by {(others_after - others_before) / GIB:.2f} GiB"
+        assert others_after - others_before < GIB / 4, f"{name}: memory outside the rank grew by {(others_after - others_before) / GIB:.2f} GiB"
     # Each rank's compile and JIT caches stay on its node, in its image's directory, marked as launched again.
     for name in RANKS:
         (directory, launched), (directory_after, launched_after) = caches_before[name], _image_cache(name)
