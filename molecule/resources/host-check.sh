@@ -5,14 +5,14 @@
 # what is missing when it cannot fix it (disk, memory, root).
 set -euo pipefail
 
-min_disk_gb=${SIM_MIN_DISK_GB:-30}   # images ~6 GB + four nodes' copies of the engine image (~4 x 3.5 GB) + venv
+min_disk_gb=${SIM_MIN_DISK_GB:-30}   # images ~6 GB + four nodes' copies of the engine image (~4 x 3.5 GB) + venv; make test sets its own
 min_mem_gb=${SIM_MIN_MEM_GB:-14}     # four nodes of 4 GiB (molecule/resources/vars/sim.yml), each mostly held by its rank
 root=$(cd "$(dirname "$0")/../.." && pwd)
 
 fail() { echo "host-check: $*" >&2; exit 1; }
 
 free_gb=$(df -Pk "$root" | awk 'NR==2 {print int($4 / 1048576)}')
-[ "$free_gb" -ge "$min_disk_gb" ] || fail "only ${free_gb} GB free on $(df -P "$root" | awk 'NR==2 {print $6}'); the simulated cluster needs ${min_disk_gb} GB. Free space or set SIM_MIN_DISK_GB."
+[ "$free_gb" -ge "$min_disk_gb" ] || fail "only ${free_gb} GB free on $(df -P "$root" | awk 'NR==2 {print $6}'); this needs ${min_disk_gb} GB (make demo: 30, one simulated cluster; make test: 45, two, with the images built). Free space, or set SIM_MIN_DISK_GB lower where the images are already built."
 # Memory the simulation's own running nodes hold is theirs already (a re-run keeps them): it counts
 # as available, as preflight counts a serving engine's own memory. Anything else's does not.
 sim_held_kb=0
@@ -25,7 +25,7 @@ for id in $(docker ps --no-trunc -q --filter label=io.sparkfleet.sim 2>/dev/null
   done
 done
 mem_gb=$(awk -v held="$sim_held_kb" '/^MemAvailable:/ {print int(($2 + held) / 1048576)}' /proc/meminfo)
-[ "$mem_gb" -ge "$min_mem_gb" ] || fail "only ${mem_gb} GB of memory available (the simulation's running nodes included); four simulated nodes with a vLLM rank each need ${min_mem_gb} GB."
+[ "$mem_gb" -ge "$min_mem_gb" ] || fail "only ${mem_gb} GB of memory available (the simulation's running nodes included); this needs ${min_mem_gb} GB (make demo: 14, four simulated nodes with a vLLM rank each; make test: 16, the rehearsal's four beside them)."
 
 sudo_cmd=()
 if [ "$(id -u)" -ne 0 ]; then

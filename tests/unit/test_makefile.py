@@ -1,4 +1,4 @@
-"""`make -n` shows what `make test` and `make demo` would do, and does none of it.
+"""The Makefile's own behaviour: what `make -n` runs, and the floors each goal checks the host against.
 
 GNU make runs, even under -n, every recipe line that names $(MAKE), so that the sub-make can print its own
 recipes. The demo and molecule recipes start sub-makes on lines that also bring a cluster up, converge it and
@@ -34,9 +34,19 @@ def scratch(tmp_path):
         stub.parent.mkdir(parents=True, exist_ok=True)
         stub.write_text(f'#!/bin/sh\necho "{stub.name} $*" >> {ran}\n')
         stub.chmod(0o755)
+    # host-check's stub also says which floors it was given.
+    (tmp_path / SCRIPTS[1]).write_text(f'#!/bin/sh\necho "host-check.sh disk=$SIM_MIN_DISK_GB memory=$SIM_MIN_MEM_GB" >> {ran}\n')
     env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "HOME": str(tmp_path)}
-    env.pop("MAKEFLAGS", None)
+    for name in ("MAKEFLAGS", "SIM_MIN_DISK_GB", "SIM_MIN_MEM_GB"):
+        env.pop(name, None)
     return tmp_path, env, ran
+
+
+def _up_to_date(directory):
+    """The venv, the wheels and the collection link as a set-up checkout has them: only the goals' own recipes run."""
+    for made in (".venv/.installed", "images/engine-cpu/wheels/.complete", ".venv/.vllm-installed", "collections/ansible_collections/sparkfleet/vllm/.keep"):
+        (directory / made).parent.mkdir(parents=True, exist_ok=True)
+        (directory / made).touch()
 
 
 @pytest.mark.parametrize(
@@ -50,3 +60,18 @@ def test_a_dry_run_prints_the_cluster_recipes_and_runs_none(scratch, goal, shown
     for line in shown:
         assert line in result.stdout, result.stdout[-3000:]
     assert not ran.exists(), f"make -n {goal} ran: {ran.read_text()}"
+
+
+@pytest.mark.parametrize(
+    ("goal", "own", "floors"),
+    [("test", {}, "disk=45 memory=16"), ("test", {"SIM_MIN_DISK_GB": "20"}, "disk=20 memory=16"), ("demo-setup", {}, "disk= memory=")],
+)  # fmt: skip
+def test_make_test_checks_the_host_for_two_clusters_and_a_users_floor_wins(scratch, goal, own, floors):
+    """`make test` brings up two clusters at once: host-check gets its floors (45 GB, 16 GB); `make demo` gets
+    host-check's own (30, 14); a floor the user sets wins over both."""
+    directory, env, ran = scratch
+    _up_to_date(directory)
+    result = subprocess.run(["make", goal], cwd=directory, env={**env, **own}, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    checks = [line for line in ran.read_text().splitlines() if line.startswith("host-check.sh")]
+    assert checks == [f"host-check.sh {floors}"], ran.read_text()
