@@ -36,9 +36,9 @@ def scratch(tmp_path):
         stub.chmod(0o755)
     # host-check's stub also says which floors it was given.
     (tmp_path / SCRIPTS[1]).write_text(f'#!/bin/sh\necho "host-check.sh disk=$SIM_MIN_DISK_GB memory=$SIM_MIN_MEM_GB" >> {ran}\n')
-    env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "HOME": str(tmp_path)}
-    for name in ("MAKEFLAGS", "SIM_MIN_DISK_GB", "SIM_MIN_MEM_GB"):
-        env.pop(name, None)
+    # Only PATH and HOME: under `make unit` this process inherits make's own variables (MAKEFLAGS, and HOST_CHECKED=1
+    # from `make test`'s sub-make), which would change what the Makefile under test does.
+    env = {"PATH": f"{stubs}:{os.environ['PATH']}", "HOME": str(tmp_path)}
     return tmp_path, env, ran
 
 
