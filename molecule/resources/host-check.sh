@@ -12,7 +12,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 fail() { echo "host-check: $*" >&2; exit 1; }
 
 free_gb=$(df -Pk "$root" | awk 'NR==2 {print int($4 / 1048576)}')
-[ "$free_gb" -ge "$min_disk_gb" ] || fail "only ${free_gb} GB free on $(df -P "$root" | awk 'NR==2 {print $6}'); this needs ${min_disk_gb} GB (make demo: 30, one simulated cluster; make test: 45, two, with the images built). Free space, or set SIM_MIN_DISK_GB lower where the images are already built."
+[ "$free_gb" -ge "$min_disk_gb" ] || fail "only ${free_gb} GB free on $(df -P "$root" | awk 'NR==2 {print $6}'); this needs ${min_disk_gb} GB (make test's two simulated clusters need more than make demo's one). Free space, or set SIM_MIN_DISK_GB lower where the images are already built."
 # Memory the simulation's own running nodes hold is theirs already (a re-run keeps them): it counts
 # as available, as preflight counts a serving engine's own memory. Anything else's does not.
 sim_held_kb=0
@@ -25,7 +25,7 @@ for id in $(docker ps --no-trunc -q --filter label=io.sparkfleet.sim 2>/dev/null
   done
 done
 mem_gb=$(awk -v held="$sim_held_kb" '/^MemAvailable:/ {print int(($2 + held) / 1048576)}' /proc/meminfo)
-[ "$mem_gb" -ge "$min_mem_gb" ] || fail "only ${mem_gb} GB of memory available (the simulation's running nodes included); this needs ${min_mem_gb} GB (make demo: 14, four simulated nodes with a vLLM rank each; make test: 16, the rehearsal's four beside them)."
+[ "$mem_gb" -ge "$min_mem_gb" ] || fail "only ${mem_gb} GB of memory available (the simulation's running nodes included); this needs ${min_mem_gb} GB (make test's two simulated clusters need more than make demo's one). Free memory, or set SIM_MIN_MEM_GB."
 
 sudo_cmd=()
 if [ "$(id -u)" -ne 0 ]; then
