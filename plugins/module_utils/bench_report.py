@@ -75,6 +75,9 @@ def markdown(
         checked = next((w for w in waves if w["scenario"] == scenario and cross_check_line(w)), None)
         if checked:
             lines += ["", cross_check_line(checked)]
+        reruns = [f"- x{w['concurrency']}: {w['rerun']}" for w in waves if w["scenario"] == scenario and w.get("rerun")]
+        if reruns:
+            lines += ["", "Waves run twice:", *reruns]
         errors = [f"- x{w['concurrency']}: HTTP {e['status'] or '-'}: {e['error']}" for w in waves if w["scenario"] == scenario for e in w.get("errors", ())]
         if errors:
             lines += ["", "Errors:", *errors]

@@ -375,13 +375,24 @@ async def run_benchmark_async(
             before = await client.metrics() if read_metrics else None
             counted = {"prompt": 0, "completion": 0}
             for level in levels:
-                wave, results = await run_wave(client, model, name, scenario, level, run_id, words_per_token, image_url)
-                count += len(results)
-                counted["prompt"] += sum(figures.get("prompt_tokens") or 0 for figures in results)
-                counted["completion"] += sum(figures.get("completion_tokens") or 0 for figures in results)
-                if on_request:
-                    for figures in results:
-                        on_request(figures)
+                first_try = None
+                for salt in (run_id, f"{run_id}-again"):
+                    wave, results = await run_wave(client, model, name, scenario, level, salt, words_per_token, image_url)
+                    count += len(results)
+                    # The server counts both tries' tokens, so the cross-check does too.
+                    counted["prompt"] += sum(figures.get("prompt_tokens") or 0 for figures in results)
+                    counted["completion"] += sum(figures.get("completion_tokens") or 0 for figures in results)
+                    if on_request:
+                        for figures in results:
+                            on_request({**figures, "try": 1 if first_try is None else 2})
+                    if first_try is not None or not wave["arrived_at_once"]:
+                        break
+                    first_try = wave
+                if first_try is not None:
+                    wave["rerun"] = (
+                        f"second try: on the first, {first_try['arrived_at_once']} of {first_try['ok_count']} stream(s) arrived whole in one read, "
+                        "so their decode could not be timed"
+                    )
                 waves.append(wave)
             after = await client.metrics() if before is not None else None
             if before is not None and after is not None:

@@ -143,6 +143,9 @@ waves:
       (C(client_prompt_tokens), C(client_completion_tokens) summed over its requests' usage;
       C(metrics_prompt_tokens), C(metrics_completion_tokens) from vLLM's counters before and after;
       C(metrics_agree)).
+    - A wave whose streams arrived whole in one network read (C(arrived_at_once), their count) has no decode
+      time to measure, so it runs once more and C(rerun) says so. Both tries' requests are in C(requests) and
+      in the request log (its C(try) field).
   returned: always
   type: list
   elements: dict

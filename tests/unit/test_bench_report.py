@@ -57,6 +57,14 @@ def test_markdown_without_reference_has_no_reference_columns():
     assert "- all met" in text
 
 
+def test_markdown_names_each_wave_that_ran_twice_under_its_scenario():
+    rerun = "second try: on the first, 1 of 1 stream(s) arrived whole in one read, so their decode could not be timed"
+    text = bench_report.markdown("Smoke", {}, [dict(WAVES[0], rerun=rerun), WAVES[2]], [], [], None, None)
+    small, reasoning = text.split("## reasoning")
+    assert f"Waves run twice:\n- x1: {rerun}\n" in small
+    assert "Waves run twice" not in reasoning
+
+
 def test_plot_writes_a_png(tmp_path):
     path = tmp_path / "bench.png"
     bench_report.plot(str(path), "Smoke", WAVES)

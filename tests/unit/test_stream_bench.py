@@ -63,6 +63,29 @@ def test_thinking_off_all_content():
     assert got["gap_p50_ms"] == pytest.approx(1000 * sb.percentile(gaps, 50))
 
 
+def test_a_stream_that_arrives_in_one_read_has_no_decode_rate_and_says_so():
+    """The recorded answer with every line given the moment of its last: one network read."""
+    rows = [json.loads(line) for line in (STREAMS / "thinking_off.jsonl").read_text().splitlines()][1:]
+    rec, decoder = sb.StreamRecord(t_start=0.0), sb.SSEDecoder()
+    for row in rows:
+        data = decoder.feed_line(row["line"])
+        if data is not None:
+            rec.feed_data(data, rows[-1]["t"])
+    rec.finish(rows[-1]["t"])
+    got = rec.result()
+    assert got["ok"]
+    assert got["arrived_at_once"] is True
+    assert got["decode_tps"] is None
+    assert got["tpot_ms"] is None
+    assert replay("thinking_off")[0].result()["arrived_at_once"] is False
+    wave = sb.summarise_wave("small", 1, [got])
+    assert wave["arrived_at_once"] == 1
+    assert sb.check_thresholds(wave, {"decode_tps_min": 0.5}) == [
+        "small at concurrency 1: decode_tps was not measured (threshold min 0.5): 1 of 1 stream(s) arrived whole in one read, "
+        "on both tries (a proxy that buffers the stream, or a client not scheduled while it streamed)"
+    ]
+
+
 def test_thinking_on_separates_first_token_from_first_content():
     rec, header = replay("thinking_on")
     got = rec.result()
