@@ -367,7 +367,8 @@ def check_thresholds(wave: dict, thresholds: dict) -> list[str]:
             if wave["ok_count"] and wave.get("arrived_at_once"):
                 missed.append(
                     f"{where}: {figure} was not measured (threshold {bound} {limit}): {wave['arrived_at_once']} of {wave['ok_count']} "
-                    "stream(s) arrived whole in one read, on both tries (a proxy that buffers the stream, or a client not scheduled while it streamed)"
+                    f"stream(s) arrived whole in one read{', on both tries' if wave.get('rerun') else ''} "
+                    "(a proxy that buffers the stream, or a client not scheduled while it streamed)"
                 )
             elif wave["ok_count"]:
                 missed.append(f"{where}: {figure} was not measured (threshold {bound} {limit})")
