@@ -21,7 +21,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 # cluster up or tear one down. Through this name they are printed like any other line.
 SUBMAKE = $(MAKE) --no-print-directory
 
-.PHONY: help demo demo-setup test checks lint unit integration sanity rehearsal molecule sim-up sim-down host-check clean
+.PHONY: help demo demo-setup test checks lint unit integration sanity rehearsal molecule sim-up sim-down host-check host-tools clean
 
 help:
 	@echo "make demo      deploy the engine on the simulated four-Spark cluster (LANE=$(LANE))"
@@ -58,9 +58,9 @@ test: integration molecule
 # take about half the time of one after the other (docs/measurements.md). -O keeps each one's output whole; each
 # stamps its own start and end, which .ci/stage_times.py reads for its row. integration stays alone: its
 # vLLM server's timings would suffer beside them.
-# host-check first: the unit tests run the distribution's promtool and amtool, which it installs.
-checks: host-check $(VENV)/.installed $(VENV)/.vllm-installed | $(COLLECTION_LINK)
-	$(MAKE) --no-print-directory -j3 --output-sync=target lint unit sanity
+# host-tools first: the unit tests run the distribution's promtool and amtool, which it installs.
+checks: host-tools $(VENV)/.installed $(VENV)/.vllm-installed | $(COLLECTION_LINK)
+	$(MAKE) --no-print-directory HOST_CHECKED=1 -j3 --output-sync=target lint unit sanity
 
 STAGE = echo "ci-stage $@ $(1) $$(date +%s.%N)"
 
@@ -73,7 +73,7 @@ lint: $(VENV)/.installed | $(COLLECTION_LINK)
 	antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml
 	@$(call STAGE,end)
 
-unit: host-check $(VENV)/.installed $(VENV)/.vllm-installed | $(COLLECTION_LINK)
+unit: host-tools $(VENV)/.installed $(VENV)/.vllm-installed | $(COLLECTION_LINK)
 	@$(call STAGE,start)
 	pytest -q tests/unit
 	@$(call STAGE,end)
@@ -136,6 +136,10 @@ sim-down: $(VENV)/.installed
 # check covered it, and the disk and memory that cluster now holds are the run's own, not missing.
 host-check:
 	@[ -n "$(HOST_CHECKED)" ] || bash molecule/resources/host-check.sh
+
+# What the unit tests run without a cluster (promtool, amtool, the Docker CLI): no disk or memory floor, no engine.
+host-tools:
+	@[ -n "$(HOST_CHECKED)" ] || bash molecule/resources/host-check.sh --tools
 
 # The controller's Python environment. uv installs it (pip only installs uv):
 # an order of magnitude faster than pip for both the requirements and vLLM's wheels.

@@ -34,8 +34,8 @@ def scratch(tmp_path):
         stub.parent.mkdir(parents=True, exist_ok=True)
         stub.write_text(f'#!/bin/sh\necho "{stub.name} $*" >> {ran}\n')
         stub.chmod(0o755)
-    # host-check's stub also says which floors it was given.
-    (tmp_path / SCRIPTS[1]).write_text(f'#!/bin/sh\necho "host-check.sh disk=$SIM_MIN_DISK_GB memory=$SIM_MIN_MEM_GB" >> {ran}\n')
+    # host-check's stub also says which option and floors it was given.
+    (tmp_path / SCRIPTS[1]).write_text(f'#!/bin/sh\necho "host-check.sh${{1:+ $1}} disk=$SIM_MIN_DISK_GB memory=$SIM_MIN_MEM_GB" >> {ran}\n')
     # Only PATH and HOME: under `make unit` this process inherits make's own variables (MAKEFLAGS, and HOST_CHECKED=1
     # from `make test`'s sub-make), which would change what the Makefile under test does.
     env = {"PATH": f"{stubs}:{os.environ['PATH']}", "HOME": str(tmp_path)}
@@ -64,11 +64,15 @@ def test_a_dry_run_prints_the_cluster_recipes_and_runs_none(scratch, goal, shown
 
 @pytest.mark.parametrize(
     ("goal", "own", "floors"),
-    [("test", {}, "disk=45 memory=16"), ("test", {"SIM_MIN_DISK_GB": "20"}, "disk=20 memory=16"), ("demo-setup", {}, "disk= memory=")],
+    [
+        ("test", {}, "disk=45 memory=16"), ("test", {"SIM_MIN_DISK_GB": "20"}, "disk=20 memory=16"), ("demo-setup", {}, "disk= memory="),
+        ("unit", {}, "--tools disk= memory="), ("checks", {}, "--tools disk= memory="),
+    ],
 )  # fmt: skip
 def test_make_test_checks_the_host_for_two_clusters_and_a_users_floor_wins(scratch, goal, own, floors):
     """`make test` brings up two clusters at once: host-check gets its floors (45 GB, 16 GB); `make demo` gets
-    host-check's own (30, 14); a floor the user sets wins over both."""
+    host-check's own (30, 14); a floor the user sets wins over both. `make unit` and `make checks` bring up no
+    cluster: host-check --tools only installs what their tests run (no floor, no Docker engine)."""
     directory, env, ran = scratch
     _up_to_date(directory)
     result = subprocess.run(["make", goal], cwd=directory, env={**env, **own}, capture_output=True, text=True, timeout=120, check=False)
