@@ -5,7 +5,7 @@ about them where another cluster runs beside it. For each case (its call, and th
 this counts what the controller spent (pytest and every process it waited for: ansible-playbook, its workers, ssh,
 docker exec) and what the scenario's own simulated nodes spent (their containers' CPU accounting, the ranks'
 containers inside them included). Another scenario's nodes beside it are not counted, nor anything else on the
-machine. Enabled with `-p` in molecule/*/molecule.yml; it only reports and never fails a case.
+machine. Each scenario's tests/conftest.py registers it; it only reports and never fails a case.
 """
 
 from __future__ import annotations
@@ -47,14 +47,14 @@ def node_cgroup_usage_s(container_id, root=pathlib.Path("/sys/fs/cgroup")):
 
 
 def scenario_nodes(prefix=None):
-    """{container id: name} of this scenario's simulated nodes: SIM_NODE_PREFIX (the rehearsal's) then sparkN."""
+    """The container IDs of this scenario's simulated nodes: SIM_NODE_PREFIX (the rehearsal's) then sparkN."""
     prefix = os.environ.get("SIM_NODE_PREFIX", "") if prefix is None else prefix
     listed = subprocess.run(
         ["docker", "ps", "--no-trunc", "--filter", "label=io.sparkfleet.sim", "--format", "{{.ID}} {{.Names}}"],
         capture_output=True, text=True, check=False, timeout=60,
     )  # fmt: skip
     wanted = re.compile(rf"^{re.escape(prefix)}spark\d+$")
-    return {cid: name for cid, name in (line.split() for line in listed.stdout.splitlines() if len(line.split()) == 2) if wanted.match(name)}
+    return [cid for cid, name in (line.split() for line in listed.stdout.splitlines() if len(line.split()) == 2) if wanted.match(name)]
 
 
 def nodes_cpu_s(nodes):
