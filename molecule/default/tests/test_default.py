@@ -178,7 +178,8 @@ def test_head_streams_a_chat_completion(thinking):
 
 
 # The monitoring (docs/monitoring.md): Prometheus and Alertmanager on the head, listening on its loopback only, so
-# read from the head itself. molecule's inventory scrapes every 5 s and calls an engine down for 5 s an alert.
+# read from the head itself. molecule's inventory scrapes at the role's pace (15 s) and calls an engine down for 5 s
+# an alert.
 DASHBOARD = REPO / "roles/monitoring/files/sparkfleet-dashboard.json"
 ALERTS_KEPT = "/var/tmp/sparkfleet-alerts.jsonl"
 
@@ -197,9 +198,22 @@ def _scraped_targets():
     }
 
 
+def _scraped_twice_since(moment, timeout=90):
+    """Wait until Prometheus has scraped every target twice since `moment` (seconds since the epoch, this machine's
+    clock, which the nodes share): what a query reads then includes what came before `moment`, in a rate window too."""
+    deadline, first = time.time() + timeout, {}
+    while time.time() < deadline:
+        last = {target["scrapeUrl"]: _utc_seconds(target["lastScrape"]) for target in _prometheus("/api/v1/targets")["activeTargets"]}
+        first.update({url: at for url, at in last.items() if url not in first and at > moment})
+        if len(first) == len(last) and all(last[url] > first[url] for url in last):
+            return
+        time.sleep(2)  # each look is a `docker exec`: a few a scrape interval
+    raise AssertionError(f"not every target scraped twice in {timeout} s since {moment}: {first}")
+
+
 def test_prometheus_on_the_head_scrapes_every_node_and_the_engine_with_the_clusters_rules():
     wanted = {("sparkfleet-node", node): "up" for node in RANKS} | {("sparkfleet-engine", "sparks"): "up"}
-    _wait_until(lambda: _scraped_targets() == wanted, 30, f"every target up: {wanted}")
+    _wait_until(lambda: _scraped_targets() == wanted, 60, f"every target up: {wanted}")
     rules = {rule["name"]: rule for group in _prometheus("/api/v1/rules")["groups"] for rule in group["rules"]}
     assert {"SparkfleetEngineDown", "SparkfleetEngineNoProgress", "SparkfleetKVCacheNearFull", "SparkfleetNodeMemoryLow"} <= set(rules)
     assert "SparkfleetMTPAcceptanceLow" not in rules  # the cpu profile has no speculative decoding to watch
@@ -232,7 +246,7 @@ def test_every_dashboard_panel_query_returns_the_simulated_engines_series():
     body = {"model": "glm-5.3-flash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "stream": True}
     for _unused in range(3):
         stream_chat(HEAD_API, body, {}, timeout=120)
-    time.sleep(11)  # two scrapes after the requests (molecule's inventory scrapes every 5 s)
+    _scraped_twice_since(time.time())
     answered = _dashboard_answers()
     assert len(answered) == 17, answered
     empty = {key: values for key, values in answered.items() if key[0] == ACCEPTANCE_PANEL}
@@ -949,7 +963,8 @@ def test_stop_leaves_no_rank_and_status_reports_it(alert_receiver):
             if alert["labels"]["alertname"] == "SparkfleetEngineDown" and _utc_seconds(alert["startsAt"]) >= stopping - 2
         ]
 
-    _wait_until(engine_down_notices, 60, "SparkfleetEngineDown at the test receiver")
+    # Down at the next scrape (15 s), pending at the next evaluation (15 s), firing at the one after: within 45 s.
+    _wait_until(engine_down_notices, 90, "SparkfleetEngineDown at the test receiver")
     (alert,) = engine_down_notices()[:1]
     assert alert["labels"]["sparkfleet_engine"] == "sparks"
     assert alert["labels"]["instance"] == "192.168.100.11:8000"

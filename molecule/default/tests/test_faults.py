@@ -49,6 +49,7 @@ from test_default import (
     _front_door_servers,
     _front_door_stream,
     _kill_the_whole_run,
+    _scraped_twice_since,
     _wait_until,
 )
 from test_host_stack import _snapshot
@@ -811,7 +812,7 @@ def test_two_engines_of_two_ranks_behind_one_front_door_share_the_load_one_crash
         }  # fmt: skip
         with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
             list(pool.map(lambda _unused: stream_chat("http://192.168.100.13:8000", body, {}, timeout=180), range(2)))
-        time.sleep(11)  # two scrapes after the streams (molecule's inventory scrapes every 5 s)
+        _scraped_twice_since(time.time())
         acceptance = {legend: values for (title, legend), values in _dashboard_answers("second_pair").items() if title == ACCEPTANCE_PANEL}
         assert len(acceptance["{{sparkfleet_engine}} position {{position}}"]) == 3, acceptance
         assert all(0 <= value <= 1 for values in acceptance.values() for value in values), acceptance
