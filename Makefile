@@ -25,7 +25,7 @@ SUBMAKE = $(MAKE) --no-print-directory
 
 help:
 	@echo "make demo      deploy the engine on the simulated four-Spark cluster (LANE=$(LANE))"
-	@echo "make test      integration; molecule (create, converge, verify with its changed=0 re-run, destroy), the gb10 rehearsal beside its verify, and from its create on lint + unit + ansible-test sanity (side by side, on idle cores)"
+	@echo "make test      molecule (create, converge, verify with its changed=0 re-run, destroy); beside its verify the gb10 rehearsal, then integration; from its create on lint + unit + ansible-test sanity (side by side, on idle cores)"
 	@echo "make sim-up    bring the simulated cluster up;  make sim-down  remove it (images are kept; make clean: not even those)"
 
 demo:
@@ -41,23 +41,24 @@ demo:
 
 demo-setup: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK)
 
-# integration first, alone: its client's reads of a stream are timings that a busy machine changes (beside verify,
-# one of its cases found no stream with two reads of content). Then molecule: from its create on, the checks,
-# which only compute, take only the cores the scenario leaves idle (BESIDE_MOLECULE_IDLE); beside its verify, the
-# rehearsal, held back to a share of the cores (BESIDE_VERIFY; docs/measurements.md). A failure of any of them
-# fails `make test`.
-test: BESIDE_VERIFY = rehearsal
+# molecule; from its create on, the checks, which only compute, take only the cores the scenario leaves idle
+# (BESIDE_MOLECULE_IDLE); beside its verify, the rehearsal and then integration, held back to a share of the cores
+# (BESIDE_VERIFY): each fills the cores verify's waits leave idle (docs/measurements.md). integration's cases do not
+# depend on how fast the machine is (its reads-apart cases replay the live server's bytes paced). vLLM goes into the
+# venv before molecule starts: integration and the unit tests import it, and nothing installs into the venv that
+# molecule runs from while it runs. A failure of any of them fails `make test`.
+test: BESIDE_VERIFY = rehearsal integration
 test: BESIDE_MOLECULE_IDLE = checks
 # Two clusters at once need more than host-check's floors for one (`make demo`): a new machine's run used 41.5-43.5 GB
 # of disk, and both clusters peak at 15 GB of memory (docs/measurements.md). A user's own SIM_MIN_* still wins.
 test: export SIM_MIN_DISK_GB ?= 45
 test: export SIM_MIN_MEM_GB ?= 16
-test: integration molecule
+test: $(VENV)/.vllm-installed molecule
 
 # lint, unit and sanity only read the tree, and each is one busy process: side by side on two cores they
 # take about half the time of one after the other (docs/measurements.md). -O keeps each one's output whole; each
-# stamps its own start and end, which .ci/stage_times.py reads for its row. integration stays alone: its
-# vLLM server's timings would suffer beside them.
+# stamps its own start and end, which .ci/stage_times.py reads for its row. integration is not among them: it
+# starts a vLLM server, the heaviest of the tests; `make test` runs it beside verify, after the rehearsal.
 # host-tools first: the unit tests run the distribution's promtool and amtool, which it installs.
 checks: host-tools $(VENV)/.installed $(VENV)/.vllm-installed | $(COLLECTION_LINK)
 	$(MAKE) --no-print-directory HOST_CHECKED=1 -j3 --output-sync=target lint unit sanity
@@ -96,8 +97,8 @@ rehearsal: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK
 
 # The default scenario (the cpu profile end to end). From its create on, the targets of BESIDE_MOLECULE_IDLE run in
 # a CPU cgroup of the least weight (at_cpu_weight.sh), at nice 19: they take the cores the scenario leaves idle.
-# Beside its verify, the targets of BESIDE_VERIFY (`make molecule`: the rehearsal) run in a CPU cgroup weighing half a
-# session. Cgroups, not nice: where the kernel schedules each session as one group (sched_autogroup_enabled), every
+# Beside its verify, the targets of BESIDE_VERIFY (`make molecule`: the rehearsal; `make test`: the rehearsal, then
+# integration) run one after the other in CPU cgroups weighing half a session. Cgroups, not nice: where the kernel schedules each session as one group (sched_autogroup_enabled), every
 # Ansible task worker calls setsid and weighs as much as a whole session, whatever its nice. Each line carries the
 # name of what printed it (sed -u: whole lines, never two half lines run together), which .ci/stage_times.py reads.
 # A cluster that fails its converge is removed, as `molecule test` would.
@@ -118,9 +119,9 @@ molecule: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK)
 	  { failed=0; \
 	    for target in $(BESIDE_VERIFY); do \
 	      molecule/resources/at_cpu_weight.sh "$$target" $(BESIDE_VERIFY_WEIGHT) $(SUBMAKE) HOST_CHECKED=1 "$$target" 2>&1 \
-	        | sed -u "s/^/[$$target] /" || failed=1; \
+	        | sed -u "s/^/[$$target] /" || { failed=1; echo "make molecule: $$target (beside verify) failed" >&2; }; \
 	    done; exit $$failed; } & beside=$$!; \
-	  wait $$verify || failed+=" verify"; wait $$beside || failed+=" $(BESIDE_VERIFY)"; \
+	  wait $$verify || failed+=" verify"; wait $$beside || failed+=" beside-verify"; \
 	else failed+=" converge"; fi; \
 	molecule destroy || failed+=" destroy"; wait $$idle || failed+=" $(BESIDE_MOLECULE_IDLE)"; \
 	molecule/resources/at_cpu_weight.sh --remove $(BESIDE_MOLECULE_IDLE) $(BESIDE_VERIFY); \
