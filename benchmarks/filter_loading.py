@@ -18,7 +18,6 @@ import importlib
 import os
 import pathlib
 import pkgutil
-import re
 import statistics
 import sys
 import time
@@ -27,14 +26,12 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "collections"))  # the link `make` makes: the repository as sparkfleet.vllm
 
 import ansible_collections.sparkfleet.vllm.plugins.filter as filter_package  # noqa: E402
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils import filter_preload  # noqa: E402
 
 # What ansible-playbook holds before it forks a worker.
 PARENT_IMPORTS = ("ansible.plugins.loader", "ansible.template")
-# The module_utils the filter files call into (module_utils("NAME"), deferred("NAME", ...)), read from the files
-# themselves, so that a new filter's module counts in the baseline.
-MODULE_UTILS_BEHIND_FILTERS = sorted(
-    {name for path in (REPO / "plugins/filter").glob("*.py") for name in re.findall(r'\b(?:module_utils|deferred)\("(\w+)"', path.read_text())}
-)
+# The module_utils the filter files call into, read from the files themselves (a new filter's count in the baseline).
+MODULE_UTILS_BEHIND_FILTERS = filter_preload.module_utils_behind_filters()
 
 
 def find_one_filter(eager: bool) -> None:

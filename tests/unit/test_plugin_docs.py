@@ -82,7 +82,7 @@ def test_every_module_has_all_three_blocks():
         assert set(BLOCKS) <= names, path.name
 
 
-@pytest.mark.parametrize("plugin_type", ["module", "filter", "inventory"])
+@pytest.mark.parametrize("plugin_type", ["module", "filter", "inventory", "callback"])
 def test_ansible_doc_shows_every_plugin(plugin_type):
     """The real ansible-doc, as a user runs it, for every plugin of the type (one process per type)."""
     import json
@@ -90,7 +90,7 @@ def test_ansible_doc_shows_every_plugin(plugin_type):
     import subprocess
     import sys
 
-    folder = {"module": "modules", "filter": "filter", "inventory": "inventory"}[plugin_type]
+    folder = {"module": "modules", "filter": "filter", "inventory": "inventory", "callback": "callback"}[plugin_type]
     suffix = "yml" if plugin_type == "filter" else "py"
     names = sorted(path.stem for path in (PLUGINS / folder).glob(f"*.{suffix}") if path.stem != "__init__")
     repo = PLUGINS.parent
