@@ -13,8 +13,8 @@ author: sparkfleet developers (@sparkfleet)
 description:
   - Ansible runs every task for every host in a worker process forked from C(ansible-playbook). A worker that
     templates one of this collection's filters (C(sparkfleet.vllm.checked_gmu), ...) has ansible-core load every
-    filter file of the collection, and every module_utils file those filters import, and compile each from source;
-    the worker exits with them, and the next one loads them again.
+    filter file of the collection, then the module_utils behind the filter it calls (which ansible-core's collection
+    loader compiles from source each time); the worker exits with them, and the next one loads them again.
   - This callback loads them once, when the playbook starts, in the main process; the workers it forks inherit them.
     It changes no result, and prints only at -vvv (how many files it loaded, and any it could not load).
   - The project's C(ansible.cfg) enables it; with an installed collection, add it to C(callbacks_enabled).

@@ -3,7 +3,7 @@
 """Our filter files and the module_utils behind them, loaded in the process that forks Ansible's task workers.
 
 To find one filter of a collection, ansible-core loads every filter file of that collection (Jinja2Loader walks the
-package and calls each file's filters()), and a collection's Python is compiled from source wherever it is imported.
+package and calls each file's filters()), and its collection loader compiles a module_utils from source at each import.
 Each task and host runs in a worker forked from ansible-playbook, which exits with what it loaded: without this,
 every task that uses one of our filters loads all of them again, then the module_utils behind the filter it calls.
 Loaded once in ansible-playbook itself (callback sparkfleet.vllm.preload_filters), they are in every worker it forks.
