@@ -143,16 +143,17 @@ host-check:
 host-tools:
 	@[ -n "$(HOST_CHECKED)" ] || bash molecule/resources/host-check.sh --tools
 
+$(COLLECTION_LINK):
+	mkdir -p $(dir $@)
+	ln -sfn ../../.. $@
+
 # The controller's Python environment. uv installs it (pip only installs uv):
 # an order of magnitude faster than pip for both the requirements and vLLM's wheels.
 # --compile-bytecode writes every file's bytecode at install, as pip does: uv does not by default, and where
 # PYTHONDONTWRITEBYTECODE is set (the build machines) no process ever writes it, so each ansible-playbook, each
 # task worker's imports, pytest and each vLLM server compiled what it imports from source, every time
-# (docs/measurements.md: 1.1 CPU s per refused run, 10 per import of vLLM's parser, ~60 CPU s to compile it all).
-$(COLLECTION_LINK):
-	mkdir -p $(dir $@)
-	ln -sfn ../../.. $@
-
+# (benchmarks/controller_bytecode.py: ~1 CPU s less per ansible-playbook start, ~8 per import of vLLM's parser;
+# ~65 CPU s once, at install).
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check 'uv>=0.5,<1'

@@ -18,15 +18,17 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from engine_rerun import INVENTORY, REPO
+from filter_preload import controller_cpu_seconds
+
 BIN = REPO / ".venv" / "bin"
-INVENTORY = REPO / "molecule" / "resources" / "inventory" / "hosts.yml"
 
 WORKLOADS = {
     "refused site.yml (-e lane=300k)": (
@@ -38,21 +40,15 @@ WORKLOADS = {
 UNIT = ([str(BIN / "pytest"), "-q", "-p", "no:cacheprovider", "tests/unit"], None)
 
 
-def cpu_seconds() -> float:
-    """User + system CPU of every child process this one has waited for."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def run(command: list[str], expected: str | None, hidden_in: str | None) -> float:
     """CPU s of one run; the bytecode hidden when hidden_in names an empty directory."""
     env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", ANSIBLE_NOCOLOR="1", PYTHONDONTWRITEBYTECODE="1")
     env.pop("PYTHONPYCACHEPREFIX", None)
     if hidden_in:
         env["PYTHONPYCACHEPREFIX"] = hidden_in
-    before = cpu_seconds()
+    before = controller_cpu_seconds()
     result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=False)
-    spent = cpu_seconds() - before
+    spent = controller_cpu_seconds() - before
     output = result.stdout + result.stderr
     if (expected is None and result.returncode != 0) or (expected is not None and expected not in output):
         sys.exit(f"{' '.join(command)}: not the expected outcome (rc {result.returncode}):\n{output[-3000:]}")
