@@ -98,13 +98,14 @@ rehearsal: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK
 # The default scenario (the cpu profile end to end). From its create on, the targets of BESIDE_MOLECULE_IDLE run in
 # a CPU cgroup of the least weight (at_cpu_weight.sh), at nice 19: they take the cores the scenario leaves idle.
 # Beside its verify, the targets of BESIDE_VERIFY (`make molecule`: the rehearsal; `make test`: the rehearsal, then
-# integration) run one after the other in CPU cgroups weighing half a session. Cgroups, not nice: where the kernel
+# integration) run one after the other in CPU cgroups weighing a twentieth of a session: verify is the run's longest
+# chain, and what runs beside it has room to finish in the cores verify leaves idle. Cgroups, not nice: where the kernel
 # schedules each session as one group (sched_autogroup_enabled), every Ansible task worker calls setsid and weighs as
 # much as a whole session, whatever its nice. Each line carries the
 # name of what printed it (sed -u: whole lines, never two half lines run together), which .ci/stage_times.py reads.
 # A cluster that fails its converge is removed, as `molecule test` would.
 BESIDE_VERIFY ?= rehearsal
-BESIDE_VERIFY_WEIGHT ?= 50
+BESIDE_VERIFY_WEIGHT ?= 5
 BESIDE_MOLECULE_IDLE ?=
 molecule: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK)
 	molecule destroy
