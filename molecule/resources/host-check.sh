@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What `make demo` / `make test` need on this machine, installed when missing:
-# a Docker engine that answers, debootstrap, and HAProxy (the front door's
+# a Docker engine that answers, mmdebstrap, and HAProxy (the front door's
 # integration tests run the distribution's haproxy in front of a vLLM CPU server). Stops with a message naming
 # what is missing when it cannot fix it (disk, memory, root).
 # --tools: only the distribution's tools that tests run without a cluster (`make unit`, `make checks`): no disk or
@@ -48,7 +48,7 @@ if $tools_only; then
   command -v docker >/dev/null 2>&1 || need_install+=(docker.io)
 else
   command -v dockerd >/dev/null 2>&1 || need_install+=(docker.io)
-  command -v debootstrap >/dev/null 2>&1 || need_install+=(debootstrap)
+  command -v mmdebstrap >/dev/null 2>&1 || need_install+=(mmdebstrap)
   command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || need_install+=(haproxy)
 fi
 # promtool and amtool check the monitoring role's rules and Alertmanager's configuration

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Build the Debian 12 base image of the simulated cluster from Debian's archive.
 # No container registry can be reached from the build machines, so the base is
-# bootstrapped with debootstrap and imported; an existing image is kept.
+# bootstrapped with mmdebstrap and imported; an existing image is kept.
+# mmdebstrap, not debootstrap: apt fetches and unpacks the same package set (Essential, apt, python3,
+# ca-certificates) at about half debootstrap's wall and CPU (17 against 38 s here, docs/measurements.md).
 # Usage: build.sh IMAGE_REF
 set -euo pipefail
 
@@ -18,14 +20,15 @@ mirror=$( { grep -rhoE 'https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list \
   /etc/apt/sources.list.d/ 2>/dev/null || true; } | head -n1 | tr -d ' ')
 mirror=${mirror:-http://deb.debian.org/debian}
 
-rootfs=$(mktemp -d /var/tmp/sparkfleet-rootfs.XXXXXX)
-trap 'rm -rf "$rootfs"' EXIT
-echo "bootstrapping Debian $suite from $mirror (about a minute)"
-debootstrap --variant=minbase --include=python3,ca-certificates \
-  "$suite" "$rootfs" "$mirror" >"$rootfs.log" 2>&1 || { tail -n 30 "$rootfs.log"; exit 1; }
-rm -f "$rootfs.log"
-# Drop what a container never needs: package lists and caches are refetched by apt.
-rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
-tar -C "$rootfs" -c . | docker import \
-  --change 'CMD ["/bin/bash"]' --change 'ENV LANG=C.UTF-8' - "$image_ref" >/dev/null
+work=$(mktemp -d /var/tmp/sparkfleet-rootfs.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+echo "bootstrapping Debian $suite from $mirror (under a minute)"
+# usr-is-merged and the merged-usr hook: bookworm's init-system-helpers wants `usrmerge | usr-is-merged`, and apt
+# would take usrmerge (and perl with it); debootstrap merges /usr itself. mmdebstrap removes apt's lists and
+# downloaded packages from the tarball by default: a container refetches them.
+mmdebstrap --quiet --variant=minbase --include=python3,ca-certificates,usr-is-merged \
+  --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
+  "$suite" "$work/rootfs.tar" "$mirror" >"$work/log" 2>&1 || { tail -n 30 "$work/log"; exit 1; }
+# A file first, then the import: a bootstrap that fails half-way leaves no image under the name to be kept.
+docker import --change 'CMD ["/bin/bash"]' --change 'ENV LANG=C.UTF-8' "$work/rootfs.tar" "$image_ref" >/dev/null
 echo "base image $image_ref built"
