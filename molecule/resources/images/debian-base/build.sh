@@ -20,6 +20,13 @@ mirror=$( { grep -rhoE 'https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list \
   /etc/apt/sources.list.d/ 2>/dev/null || true; } | head -n1 | tr -d ' ')
 mirror=${mirror:-http://deb.debian.org/debian}
 
+hooks=/usr/share/mmdebstrap/hooks/merged-usr
+if [ ! -d "$hooks" ]; then
+  echo "build.sh: this mmdebstrap ($(mmdebstrap --version 2>/dev/null || echo 'not found')) has no $hooks;" \
+    "it needs mmdebstrap 0.8.0 or later (Debian 12's: apt-get install mmdebstrap)" >&2
+  exit 1
+fi
+
 work=$(mktemp -d /var/tmp/sparkfleet-rootfs.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 echo "bootstrapping Debian $suite from $mirror (under a minute)"
@@ -27,7 +34,7 @@ echo "bootstrapping Debian $suite from $mirror (under a minute)"
 # would take usrmerge (and perl with it); debootstrap merges /usr itself. mmdebstrap removes apt's lists and
 # downloaded packages from the tarball by default: a container refetches them.
 mmdebstrap --quiet --variant=minbase --include=python3,ca-certificates,usr-is-merged \
-  --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
+  --hook-dir="$hooks" \
   "$suite" "$work/rootfs.tar" "$mirror" >"$work/log" 2>&1 || { tail -n 30 "$work/log"; exit 1; }
 # A file first, then the import: a bootstrap that fails half-way leaves no image under the name to be kept.
 docker import --change 'CMD ["/bin/bash"]' --change 'ENV LANG=C.UTF-8' "$work/rootfs.tar" "$image_ref" >/dev/null
