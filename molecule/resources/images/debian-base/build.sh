@@ -3,7 +3,7 @@
 # No container registry can be reached from the build machines, so the base is
 # bootstrapped with mmdebstrap and imported; an existing image is kept.
 # mmdebstrap, not debootstrap: apt fetches and unpacks the same package set (Essential, apt, python3,
-# ca-certificates) at about half debootstrap's wall and CPU (17 against 38 s here, docs/measurements.md).
+# ca-certificates) at about half debootstrap's wall and CPU (benchmarks/base_bootstrap.py, docs/measurements.md).
 # Usage: build.sh IMAGE_REF
 set -euo pipefail
 
