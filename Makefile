@@ -3,7 +3,16 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-PYTHON ?= python3
+# The controller's Python: 3.11, the cpu engine image's own (Debian 12's), for `make` downloads the image's pinned
+# cp311 wheels with it and installs them into the venv too. python3.11 on PATH where there is one (Ubuntu 24.04's
+# python3 is 3.12), else python3; `make PYTHON=...` picks another. One that is not 3.11 is refused before the
+# venv or the download (CHECK_PYTHON): 3.12 would download wheels built for 3.12, which the image cannot install.
+ifeq ($(origin PYTHON),undefined)
+PYTHON := $(firstword $(shell command -v python3.11 2>/dev/null) python3)
+endif
+CHECK_PYTHON = $(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null || { \
+	echo "make: PYTHON=$(PYTHON) is $$($(PYTHON) --version 2>&1 || echo 'not found'), not Python 3.11: the venv and the cpu engine image take the same pinned cp311 wheels (images/engine-cpu-wheels.txt). Install python3.11 with its venv module and run make PYTHON=/path/to/python3.11." >&2; \
+	exit 1; }
 VENV ?= .venv
 LANE ?= 500k
 BIN := $(VENV)/bin
@@ -162,6 +171,7 @@ $(COLLECTION_LINK):
 # (benchmarks/controller_bytecode.py: ~1 CPU s less per ansible-playbook start, ~8 per import of vLLM's parser;
 # ~65 CPU s once, at install).
 $(VENV)/.installed: requirements.txt
+	@$(CHECK_PYTHON)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check 'uv>=0.5,<1'
 	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -r requirements.txt
@@ -174,6 +184,7 @@ $(VENV)/.installed: requirements.txt
 # them where pip, even from its own cache, would resolve and download them again).
 WHEELS_CACHE ?= $(HOME)/.cache/sparkfleet/engine-cpu-wheels
 $(WHEELS)/.complete: images/engine-cpu-wheels.txt
+	@$(CHECK_PYTHON)
 	rm -rf $(WHEELS) && mkdir -p $(WHEELS)
 	@cached=$(WHEELS_CACHE)/$$(sha256sum images/engine-cpu-wheels.txt | cut -c1-16); \
 	if [ -f "$$cached/.complete" ]; then \

@@ -83,3 +83,31 @@ def test_make_test_checks_the_host_for_two_clusters_and_a_users_floor_wins(scrat
     assert result.returncode == 0, result.stderr
     checks = [line for line in ran.read_text().splitlines() if line.startswith("host-check.sh")]
     assert checks == [f"host-check.sh {floors}"], ran.read_text()
+
+
+def test_a_python_other_than_3_11_is_refused_before_the_venv_or_the_download_naming_it_and_the_fix(scratch):
+    """The venv and the cpu engine image take the same pinned cp311 wheels: `make` with a Python 3.12 (Ubuntu
+    24.04's) would download wheels the image cannot install. Refused before anything is made."""
+    directory, env, _unused = scratch
+    newer = directory / "python3.12"
+    newer.write_text('#!/bin/sh\ncase "$1" in --version) echo "Python 3.12.3";; *) exit 1;; esac\n')
+    newer.chmod(0o755)
+    for goal in (".venv/.installed", "images/engine-cpu/wheels/.complete"):
+        result = subprocess.run(["make", f"PYTHON={newer}", goal], cwd=directory, env=env, capture_output=True, text=True, timeout=120, check=False)
+        assert result.returncode != 0, goal
+        assert result.stderr.startswith(f"make: PYTHON={newer} is Python 3.12.3, not Python 3.11: "), result.stderr
+        assert "run make PYTHON=/path/to/python3.11" in result.stderr
+    assert not (directory / ".venv").exists()
+    assert not (directory / "images/engine-cpu/wheels").exists()
+
+
+def test_python_3_11_on_path_is_the_default_else_python3(scratch):
+    """Ubuntu 24.04's python3 is 3.12: a python3.11 beside it is the one `make` takes."""
+    directory, env, _unused = scratch
+    result = subprocess.run(["make", "-p", "-n", "help"], cwd=directory, env=env, capture_output=True, text=True, timeout=120, check=False)
+    chosen = next(line.split(":= ", 1)[1] for line in result.stdout.splitlines() if line.startswith("PYTHON :="))
+    assert chosen == (shutil.which("python3.11", path=env["PATH"]) or "python3"), chosen
+    (directory / "stubs/python3.11").write_text("#!/bin/sh\nexit 0\n")
+    (directory / "stubs/python3.11").chmod(0o755)
+    result = subprocess.run(["make", "-p", "-n", "help"], cwd=directory, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert f"PYTHON := {directory / 'stubs/python3.11'}" in result.stdout.splitlines()
