@@ -245,6 +245,19 @@ def test_every_refused_run_gave_its_run_lock_back(bad_input_runs):
     assert locks_left == ""
 
 
+def test_a_bad_variable_is_refused_before_the_run_lock_is_written(bad_input_runs):
+    """What preflight judges from variables alone (its inputs entry point) is refused before the lock is taken: the
+    head is not written to, not even for a moment."""
+    _unused, runs, _unused, _unused = bad_input_runs
+    for case in ("gmu not a number", "a short API key", "a port out of range", "GPU clock limits the wrong way round", "a flag setting of the wrong type"):
+        raw = runs[case][1]
+        if case == "a flag setting of the wrong type":  # judged by the render, after the node reads: the lock is taken
+            assert "TASK [sparkfleet.vllm.cluster : Take this run's lock on every engine's head]" in raw, raw[-3000:]
+            continue
+        assert "TASK [sparkfleet.vllm.preflight : Check gmu, the API key," in raw, (case, raw[-3000:])
+        assert "Take this run's lock" not in raw, (case, raw[-3000:])
+
+
 def test_the_running_engine_still_serves_after_every_refused_input(bad_input_runs):
     """The matrix ran against the engine that runs (the two-node one): nothing stopped it, and it answers."""
     assert _completion(key=None).status_code == 200
