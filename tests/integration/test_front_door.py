@@ -47,7 +47,10 @@ def _values(vllm_server, work, heads=("spark1",)):
     return {
         "ansible_managed": "Ansible managed",
         "front_door_admin_socket": str(work / "admin.sock"),
-        "front_door_queue_timeout_s": 60,
+        # A queued request waits while the stream before it writes its LONG tokens: beside molecule's verify, at a
+        # twentieth of a CPU group, that took longer than the role's default 60 s on a slow hour, and the queued
+        # stream got 503 (molecule's inventory raises its own queue timeout for the same reason).
+        "front_door_queue_timeout_s": 600,
         "front_door_idle_timeout_s": 120,
         "front_door_bind_address": "127.0.0.1",
         "front_door_port": _free_port(),
