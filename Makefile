@@ -34,7 +34,7 @@ SUBMAKE = $(MAKE) --no-print-directory
 
 help:
 	@echo "make demo      deploy the engine on the simulated four-Spark cluster (LANE=$(LANE))"
-	@echo "make test      molecule (create, converge, verify with its changed=0 re-run, destroy); beside its verify the gb10 rehearsal, then integration; from its create on lint + unit + ansible-test sanity (side by side, on idle cores)"
+	@echo "make test      molecule (create, converge, verify with its changed=0 re-run, destroy); beside its verify the gb10 rehearsal, then integration, and lint + unit + ansible-test sanity (side by side, on idle cores)"
 	@echo "make sim-up    bring the simulated cluster up;  make sim-down  remove it (images are kept; make clean: not even those)"
 
 demo:
@@ -56,14 +56,14 @@ demo-setup: host-check venv-and-wheels $(VENV)/.installed $(WHEELS)/.complete | 
 venv-and-wheels:
 	@$(SUBMAKE) -q $(VENV)/.installed $(WHEELS)/.complete || $(SUBMAKE) -j2 $(VENV)/.installed $(WHEELS)/.complete
 
-# molecule; from its create on, the checks, which only compute, take only the cores the scenario leaves idle
-# (BESIDE_MOLECULE_IDLE); beside its verify, the rehearsal and then integration, held back to a share of the cores
-# (BESIDE_VERIFY): each fills the cores verify's waits leave idle (docs/measurements.md). integration's cases do not
+# molecule; beside its verify, the rehearsal and then integration, held back to a share of the cores (BESIDE_VERIFY),
+# and the checks, which only compute, at the least weight (BESIDE_VERIFY_IDLE): each fills the cores verify's waits
+# leave idle, and create and converge, the run's chain before verify, run alone (docs/measurements.md). integration's cases do not
 # depend on how fast the machine is (its reads-apart cases replay the live server's bytes paced). vLLM goes into the
 # venv before molecule starts: integration and the unit tests import it, and nothing installs into the venv that
 # molecule runs from while it runs. A failure of any of them fails `make test`.
 test: BESIDE_VERIFY = rehearsal integration
-test: BESIDE_MOLECULE_IDLE = checks
+test: BESIDE_VERIFY_IDLE = checks
 # Two clusters at once need more than host-check's floors for one (`make demo`): a new machine's run used 41.5-43.5 GB
 # of disk, and both clusters peak at 15 GB of memory (docs/measurements.md). A user's own SIM_MIN_* still wins.
 test: export SIM_MIN_DISK_GB ?= 45
@@ -110,28 +110,29 @@ integration: host-check $(VENV)/.installed $(VENV)/.vllm-installed | $(COLLECTIO
 rehearsal: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK)
 	molecule test -s rehearsal
 
-# The default scenario (the cpu profile end to end). From its create on, the targets of BESIDE_MOLECULE_IDLE run in
-# a CPU cgroup of the least weight (at_cpu_weight.sh), at nice 19: they take the cores the scenario leaves idle.
-# Beside its verify, the targets of BESIDE_VERIFY (`make molecule`: the rehearsal; `make test`: the rehearsal, then
-# integration) run one after the other in CPU cgroups weighing a twentieth of a session: verify is the run's longest
-# chain, and what runs beside it has room to finish in the cores verify leaves idle. Cgroups, not nice: where the kernel
+# The default scenario (the cpu profile end to end). Beside its verify, the targets of BESIDE_VERIFY (`make molecule`:
+# the rehearsal; `make test`: the rehearsal, then integration) run one after the other in CPU cgroups weighing a
+# twentieth of a session, and those of BESIDE_VERIFY_IDLE (`make test`: the checks) in a CPU cgroup of the least weight
+# (at_cpu_weight.sh), at nice 19: verify is the run's longest chain, and what runs beside it has room to finish in the
+# cores verify leaves idle. Not beside create and converge: even at the least weight the checks lengthened them, and
+# they are the chain too. After a failed converge the checks still run (beside its destroy). Cgroups, not nice: where the kernel
 # schedules each session as one group (sched_autogroup_enabled), every Ansible task worker calls setsid and weighs as
 # much as a whole session, whatever its nice. Each line carries the
 # name of what printed it (sed -u: whole lines, never two half lines run together), which .ci/stage_times.py reads.
 # A cluster that fails its converge is removed, as `molecule test` would.
 BESIDE_VERIFY ?= rehearsal
 BESIDE_VERIFY_WEIGHT ?= 5
-BESIDE_MOLECULE_IDLE ?=
+BESIDE_VERIFY_IDLE ?=
 molecule: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK)
 	molecule destroy
 	molecule syntax
-	failed=; \
+	failed=; converged=; molecule converge && converged=1; \
 	{ failed=0; \
-	  for target in $(BESIDE_MOLECULE_IDLE); do \
+	  for target in $(BESIDE_VERIFY_IDLE); do \
 	    molecule/resources/at_cpu_weight.sh "$$target" 1 nice -n 19 $(SUBMAKE) HOST_CHECKED=1 "$$target" 2>&1 \
 	      | sed -u "s/^/[$$target] /" || failed=1; \
 	  done; exit $$failed; } & idle=$$!; \
-	if molecule converge; then \
+	if [ -n "$$converged" ]; then \
 	  { molecule verify 2>&1 | sed -u 's/^/[default] /'; } & verify=$$!; \
 	  { failed=0; \
 	    for target in $(BESIDE_VERIFY); do \
@@ -140,8 +141,8 @@ molecule: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK)
 	    done; exit $$failed; } & beside=$$!; \
 	  wait $$verify || failed+=" verify"; wait $$beside || failed+=" beside-verify"; \
 	else failed+=" converge"; fi; \
-	molecule destroy || failed+=" destroy"; wait $$idle || failed+=" $(BESIDE_MOLECULE_IDLE)"; \
-	molecule/resources/at_cpu_weight.sh --remove $(BESIDE_MOLECULE_IDLE) $(BESIDE_VERIFY); \
+	molecule destroy || failed+=" destroy"; wait $$idle || failed+=" $(BESIDE_VERIFY_IDLE)"; \
+	molecule/resources/at_cpu_weight.sh --remove $(BESIDE_VERIFY_IDLE) $(BESIDE_VERIFY); \
 	if [ -n "$$failed" ]; then echo "make molecule: failed:$$failed (each line of what ran beside begins with its name in brackets)" >&2; exit 1; fi
 
 sim-up: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK)

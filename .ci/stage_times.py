@@ -7,8 +7,8 @@ and molecule's "Executing" line of each step. A stage lasts until the next
 one starts. lint, unit and sanity run side by side (make -j3 -O prints each
 one's output whole when it ends): their own rows come from the
 "ci-stage NAME start|end EPOCH" lines each prints, under the group's row.
-What runs beside the default scenario (the Makefile's BESIDE_MOLECULE_IDLE, the
-checks, from create on; BESIDE_VERIFY, the rehearsal then integration, beside verify) prints each
+What runs beside the default scenario's verify (the Makefile's BESIDE_VERIFY, the
+rehearsal then integration; BESIDE_VERIFY_IDLE, the checks) prints each
 line after its name ("[checks] ", "[rehearsal] "; verify's own lines begin
 "[default] "). The default scenario's steps
 are the main rows; each other name is a row of its own under the main row it
