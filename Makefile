@@ -58,10 +58,10 @@ venv-and-wheels:
 
 # molecule; beside its verify, the rehearsal and then integration, held back to a share of the cores (BESIDE_VERIFY),
 # and the checks, which only compute, at the least weight (BESIDE_VERIFY_IDLE): each fills the cores verify's waits
-# leave idle, and create and converge, the run's chain before verify, run alone (docs/measurements.md). integration's cases do not
-# depend on how fast the machine is (its reads-apart cases replay the live server's bytes paced). vLLM goes into the
-# venv before molecule starts: integration and the unit tests import it, and nothing installs into the venv that
-# molecule runs from while it runs. A failure of any of them fails `make test`.
+# leave idle, and create and converge, the run's chain before verify, run alone (docs/measurements.md).
+# integration's cases do not depend on how fast the machine is (its reads-apart cases replay the live server's bytes
+# paced). vLLM goes into the venv before molecule starts: integration and the unit tests import it, and nothing
+# installs into the venv that molecule runs from while it runs. A failure of any of them fails `make test`.
 test: BESIDE_VERIFY = rehearsal integration
 test: BESIDE_VERIFY_IDLE = checks
 # Two clusters at once need more than host-check's floors for one (`make demo`): a new machine's run used 41.5-43.5 GB
@@ -115,10 +115,10 @@ rehearsal: host-check $(VENV)/.installed $(WHEELS)/.complete | $(COLLECTION_LINK
 # twentieth of a session, and those of BESIDE_VERIFY_IDLE (`make test`: the checks) in a CPU cgroup of the least weight
 # (at_cpu_weight.sh), at nice 19: verify is the run's longest chain, and what runs beside it has room to finish in the
 # cores verify leaves idle. Not beside create and converge: even at the least weight the checks lengthened them, and
-# they are the chain too. After a failed converge the checks still run (beside its destroy). Cgroups, not nice: where the kernel
-# schedules each session as one group (sched_autogroup_enabled), every Ansible task worker calls setsid and weighs as
-# much as a whole session, whatever its nice. Each line carries the
-# name of what printed it (sed -u: whole lines, never two half lines run together), which .ci/stage_times.py reads.
+# they are the chain too. After a failed converge the checks still run (beside its destroy). Cgroups, not nice: where
+# the kernel schedules each session as one group (sched_autogroup_enabled), every Ansible task worker calls setsid and
+# weighs as much as a whole session, whatever its nice. Each line carries the name of what printed it (sed -u: whole
+# lines, never two half lines run together), which .ci/stage_times.py reads.
 # A cluster that fails its converge is removed, as `molecule test` would.
 BESIDE_VERIFY ?= rehearsal
 BESIDE_VERIFY_WEIGHT ?= 5
