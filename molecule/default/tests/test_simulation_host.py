@@ -21,8 +21,8 @@ HOST_CHECK = REPO / "molecule/resources/host-check.sh"
 NEW_MACHINE_GB = 1_000_000  # more than any disk here: the check refuses, and its refusal names the figures
 
 
-def _floor():
-    """(needed GB, reused GB) from host-check's refusal."""
+def _reused_gb():
+    """The GB host-check takes from the disk floor, from its refusal (which names the floor it then needs)."""
     environment = {**os.environ, "SIM_MIN_DISK_GB": str(NEW_MACHINE_GB)}
     result = subprocess.run(["bash", str(HOST_CHECK)], env=environment, capture_output=True, text=True, check=False)
     assert result.returncode == 1, result.stdout + result.stderr
@@ -30,7 +30,7 @@ def _floor():
     assert found, result.stderr
     needed, reused = int(found[1]), int(found[2])
     assert needed == NEW_MACHINE_GB - reused
-    return needed, reused
+    return reused
 
 
 def _volume_with_sparse_file(name, gigabytes):
@@ -43,13 +43,13 @@ def _volume_with_sparse_file(name, gigabytes):
 def test_the_disk_floor_is_lowered_by_the_simulations_kept_storage_and_by_nothing_else():
     tag = uuid.uuid4().hex[:8]
     ours, theirs = f"sparkfleet-sim-floor-test-{tag}", f"unrelated-floor-test-{tag}"
-    _, reused_before = _floor()
+    reused_before = _reused_gb()
     # The cluster is up: the head's Docker storage alone holds the engine image (2.7 GB).
     assert reused_before >= 2, reused_before
     try:
         _volume_with_sparse_file(ours, 1000)
         _volume_with_sparse_file(theirs, 1000)
-        _, reused_with = _floor()
+        reused_with = _reused_gb()
     finally:
         subprocess.run(["docker", "volume", "rm", "-f", ours, theirs], check=False, capture_output=True)
     # 1000 GiB is 1073.7 GB (docker counts in powers of ten); the clusters' own storage may grow or shrink by a few
