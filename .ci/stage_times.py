@@ -125,21 +125,27 @@ def stage_windows(lines: list[tuple[float, str]], ci_started: float, make_starte
 
 
 def own_stages(lines: list[tuple[float, str]]) -> list[tuple[str, float]]:
-    """(name, seconds) of each stage that printed its own start; one that never printed its end (it failed) ran
-    until its output was printed."""
+    """(name, seconds) of each stage that printed its own start; one that never printed its end failed (a recipe
+    line's error stops the recipe) and ran until the last line of its own output: make -O prints a target's output
+    whole when the target ends, its start line first."""
     starts, rows = {}, []
-    for _unused, text in lines:
+    block = {}  # lane -> the stage whose output its lines are now
+    printed = {}  # stage -> when the last line of its output was printed
+    for stamp, text in lines:
         prefix = LANE.match(text)
+        lane = prefix.group(1) if prefix else ""
         found = OWN_TIMES.match(text[prefix.end() if prefix else 0 :].strip())
         if not found:
+            if block.get(lane) in starts:
+                printed[block[lane]] = stamp
             continue
         name, what, epoch = found.group(1), found.group(2), float(found.group(3))
         if what == "start":
-            starts[name] = epoch
+            starts[name], block[lane], printed[name] = epoch, name, stamp
         elif name in starts:
             rows.append((OWN_NAMES.get(name, name), epoch - starts.pop(name)))
-    last = lines[-1][0] if lines else 0.0
-    rows += [(OWN_NAMES.get(name, name) + " (did not end)", max(0.0, last - start)) for name, start in starts.items()]
+            block.pop(lane, None)
+    rows += [(OWN_NAMES.get(name, name) + " (failed)", max(0.0, printed[name] - start)) for name, start in starts.items()]
     return rows
 
 

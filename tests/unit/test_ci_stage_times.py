@@ -45,9 +45,21 @@ def test_the_side_by_side_checks_are_one_row_of_wall_time_and_each_keeps_its_own
     assert own == pytest.approx({"unit": 68.5, "lint": 73.5, "sanity (ansible-test)": 109.0})
 
 
-def test_a_check_that_never_ended_runs_until_the_last_line():
-    own = dict(stage_times.own_stages([(100.0, "ci-stage lint start 100.0"), (130.0, "Error 1")]))
-    assert own == {"lint (did not end)": 30.0}
+def test_a_check_that_failed_runs_until_the_last_line_of_its_own_output():
+    own = dict(
+        stage_times.own_stages(
+            [
+                (175.0, "[checks] ci-stage lint start 100.0"),
+                (175.0, "[checks] would reformat: molecule/default/tests/new.py"),
+                (175.5, "[checks] make[1]: *** [Makefile:87: lint] Error 1"),
+                (300.0, "[checks] ci-stage unit start 100.2"),
+                (300.0, "[checks] 1 failed, 9 passed in 199.00s"),
+                (900.0, "[default]   │ 90 passed in 800.00s"),
+            ]
+        )
+    )
+    # Not until the run's last line (900): lint's output was printed when it ended, unit's when it did.
+    assert own == {"lint (failed)": 75.5, "unit (failed)": 199.8}
 
 
 def test_every_pytest_summary_counts_once():
