@@ -69,12 +69,12 @@ def test_a_dry_run_prints_the_cluster_recipes_and_runs_none(scratch, goal, shown
 @pytest.mark.parametrize(
     ("goal", "own", "floors"),
     [
-        ("test", {}, "disk=45 memory=16"), ("test", {"SIM_MIN_DISK_GB": "20"}, "disk=20 memory=16"), ("demo-setup", {}, "disk= memory="),
+        ("test", {}, "disk=48 memory=16"), ("test", {"SIM_MIN_DISK_GB": "20"}, "disk=20 memory=16"), ("demo-setup", {}, "disk= memory="),
         ("unit", {}, "--tools disk= memory="), ("checks", {}, "--tools disk= memory="),
     ],
 )  # fmt: skip
 def test_make_test_checks_the_host_for_two_clusters_and_a_users_floor_wins(scratch, goal, own, floors):
-    """`make test` brings up two clusters at once: host-check gets its floors (45 GB, 16 GB); `make demo` gets
+    """`make test` brings up two clusters at once: host-check gets its floors (48 GB, 16 GB); `make demo` gets
     host-check's own (30, 14); a floor the user sets wins over both. `make unit` and `make checks` bring up no
     cluster: host-check --tools only installs what their tests run (no floor, no Docker engine)."""
     directory, env, ran = scratch
