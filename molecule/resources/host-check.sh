@@ -24,12 +24,12 @@ fail() { echo "host-check: $*" >&2; exit 1; }
 # its kept Docker storage (the head's engine image, the registry's layers; sparkfleet-sim/* and sparkfleet-sim-*).
 # The floors are a new machine's, which writes all of it; a machine that holds some of it needs that much less.
 # Nothing when no engine answers yet (a new machine): the whole floor stands. Shared image layers count once.
+# In GiB, as the free disk and the floors are: docker prints decimal units (go-units HumanSize: 512B, 3.5kB, 1.23GB).
 reused_gb() {
   docker info >/dev/null 2>&1 || { echo 0; return; }
   docker system df -v --format \
     '{{range .Images}}image {{.Repository}} {{.UniqueSize}} {{.SharedSize}};{{end}}{{range .Volumes}}volume {{.Name}} {{.Size}};{{end}}' \
     2>/dev/null | tr ';' '\n' | awk '
-      # docker prints decimal units (go-units HumanSize): 512B, 3.5kB, 1.23GB
       function gb(size,  n, unit) {
         n = size + 0; unit = size; sub(/^[0-9.]+/, "", unit)
         if (unit == "kB") return n / 1e6
@@ -40,7 +40,7 @@ reused_gb() {
       }
       $1 == "image" && $2 ~ /^sparkfleet-sim\// { total += gb($3); if (gb($4) > shared) shared = gb($4) }
       $1 == "volume" && $2 ~ /^sparkfleet-sim-/ { total += gb($3) }
-      END { print int(total + shared) }'
+      END { print int((total + shared) * 1e9 / 1073741824) }'
 }
 
 if ! $tools_only; then
