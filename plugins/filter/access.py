@@ -25,6 +25,7 @@ class FilterModule:
                 "checked_ports": deferred("access", "checked_ports"),
                 "checked_client_networks": deferred("access", "checked_client_networks"),
                 "checked_grafana_node": deferred("access", "checked_grafana_node"),
+                "service_node": deferred("access", "service_node"),
                 "firewall_delete_argv": deferred("access", "firewall_delete_argv"),
             }
         )

@@ -120,6 +120,21 @@ def checked_ports(ports):
     return checked
 
 
+def service_node(node, setting, nodes, heads, checked=True):
+    """The node a service of the whole cluster runs on (the front door: front_door_node; Prometheus: monitoring_node):
+    the one of the cluster's nodes that `setting` names, or, empty, the first engine's head. checked=False returns a
+    named node unchecked (for a check that the setting's own refusal already precedes)."""
+    heads = list(heads)
+    if node is None or node == "":
+        return heads[0]
+    if checked and (not isinstance(node, str) or node not in nodes):
+        raise AccessError(
+            f"{setting} is {node!r}, which is not one of the cluster's nodes ({', '.join(nodes)}): name the node it runs on, "
+            f"or leave {setting} empty for the first engine's head ({heads[0]})."
+        )
+    return node
+
+
 def checked_grafana_node(node, hosts, monitoring_host, listen_address="127.0.0.1"):
     """monitoring_grafana_node: '' (no Grafana), or an inventory host that reaches the cluster's Prometheus - its own
     node, or any node while Prometheus listens beyond its loopback (monitoring_listen_address)."""

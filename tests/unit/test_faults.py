@@ -210,6 +210,18 @@ def test_front_door_clients_are_named_each_with_a_key_of_its_own_and_no_message_
         access.checked_front_door_clients({"name": "alice", "key": "a" * 20})
 
 
+def test_the_front_doors_and_prometheuss_node_is_the_one_set_among_the_clusters_nodes_else_the_first_engines_head():
+    nodes, heads = ["spark1", "spark2", "spark5", "spark6"], iter(["spark1", "spark5"])  # a map() of the heads, as Jinja passes it
+    assert access.service_node("", "front_door_node", nodes, heads) == "spark1"
+    assert access.service_node(None, "monitoring_node", nodes, ["spark5"]) == "spark5"
+    assert access.service_node("spark6", "monitoring_node", nodes, ["spark1"]) == "spark6"
+    typo = "front_door_node is 'spark9', which is not one of the cluster's nodes (spark1, spark2, spark5, spark6): name the node it runs on, or leave"
+    with pytest.raises(access.AccessError, match=re.escape(typo) + ".* first engine's head \\(spark1\\)"):
+        access.service_node("spark9", "front_door_node", nodes, ["spark1"])
+    # Unchecked, for a check whose own refusal comes after this one's.
+    assert access.service_node("spark9", "monitoring_node", nodes, ["spark1"], checked=False) == "spark9"
+
+
 def test_a_grafana_node_is_an_inventory_host_that_reaches_prometheus():
     hosts = ["spark1", "spark2", "desk"]
     assert access.checked_grafana_node("", hosts, "spark1") == ""

@@ -163,6 +163,10 @@ BAD_INPUT = {
         ["-e", json.dumps({"front_door_clients": [{"name": "alice", "key": "alice-" + "a1" * 16}], "smoke_bench_front_door_client": "carol"})],
         "smoke_bench_front_door_client is 'carol', which is not one of front_door_clients (alice)",
     ),
+    "a front door node outside the cluster": (
+        ["-e", "front_door_node=spark9"],
+        "front_door_node is 'spark9', which is not one of the cluster's nodes (spark1, spark2, spark3, spark4): name the node it runs on",
+    ),
     "a Grafana that cannot reach Prometheus": (
         ["-e", "monitoring_grafana_node=spark2"],
         "monitoring_grafana_node is spark2, but Prometheus listens on 127.0.0.1 of spark1 only, which spark2 cannot reach",
