@@ -218,7 +218,7 @@ def test_the_front_doors_and_prometheuss_node_is_the_one_set_among_the_clusters_
     typo = "front_door_node is 'spark9', which is not one of the cluster's nodes (spark1, spark2, spark5, spark6): name the node it runs on, or leave"
     with pytest.raises(access.AccessError, match=re.escape(typo) + ".* first engine's head \\(spark1\\)"):
         access.service_node("spark9", "front_door_node", nodes, ["spark1"])
-    # Unchecked: the Grafana check takes Prometheus's node so, since monitoring_node's own refusal comes before it.
+    # Unchecked: the cluster role names the node so, after its own refusal (while the service is on) has run.
     assert access.service_node("spark9", "monitoring_node", nodes, ["spark1"], checked=False) == "spark9"
 
 

@@ -108,6 +108,7 @@ def test_api_key_is_redacted_in_the_rendered_view():
         (["-e", "profile=h100"], "Unknown profile 'h100'. Valid profiles: cpu, gb10, gb10_nvfp4."),
         (["-e", "engine_head=spark9"], "engine_head 'spark9' is not a host of engine group 'sparks'"),
         (["--limit", "spark1,spark2"], "is not in this run (--limit?). An engine cannot start on part of its nodes."),
+        (["-e", "front_door_node=spark9"], "front_door_node is 'spark9', which is not one of the cluster's nodes (spark1, spark2, spark3, spark4)"),
     ],
 )
 def test_bad_input_fails_in_preflight_with_the_documented_message(extra, message):
