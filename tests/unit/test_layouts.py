@@ -109,12 +109,24 @@ def test_api_key_is_redacted_in_the_rendered_view():
         (["-e", "engine_head=spark9"], "engine_head 'spark9' is not a host of engine group 'sparks'"),
         (["--limit", "spark1,spark2"], "is not in this run (--limit?). An engine cannot start on part of its nodes."),
         (["-e", "front_door_node=spark9"], "front_door_node is 'spark9', which is not one of the cluster's nodes (spark1, spark2, spark3, spark4)"),
+        (["-e", "monitoring_grafana_node=spark2"], "monitoring_grafana_node is spark2, but Prometheus listens on 127.0.0.1 of spark1 only"),
     ],
 )
 def test_bad_input_fails_in_preflight_with_the_documented_message(extra, message):
     code, report = render("inventory.example/hosts.yml", *extra)
     assert code != 0
     assert message in json.dumps(report).replace("\\n", " ")
+
+
+def test_the_settings_of_a_service_that_is_off_are_not_refused():
+    """The two refusals above, with the front door and Prometheus off: no node of theirs to check, nothing to refuse."""
+    code, report = render(
+        "inventory.example/hosts.yml",
+        *["-e", "front_door_node=spark9", "-e", "front_door_enabled=false"],
+        *["-e", "monitoring_grafana_node=spark2", "-e", "monitoring_enabled=false"],
+    )
+    assert code == 0, json.dumps(report)[-2000:]
+    assert set(ranks(report)) == {"spark1", "spark2", "spark3", "spark4"}
 
 
 def test_each_of_eight_sparks_engines_checks_its_own_fabric_addresses(tmp_path):
