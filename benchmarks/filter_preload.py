@@ -40,20 +40,25 @@ def controller_cpu_seconds() -> float:
 WITHOUT_PRELOAD = REPO / ".ansible-without-preload.cfg"
 
 
-def noop_site(preload: bool) -> tuple[float, float, float]:
-    """(controller CPU s, machine CPU s, wall s) of one site.yml that must change nothing."""
-    config = REPO / "ansible.cfg" if preload else WITHOUT_PRELOAD
+def measured_noop_site(config: pathlib.Path, tree: pathlib.Path = REPO) -> tuple[tuple[float, float, float], str]:
+    """(controller CPU s, machine CPU s, wall s) and the output of one site.yml of `tree`, run with the configuration
+    `config`, that must change nothing."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(config), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
     controller, machine, started = controller_cpu_seconds(), machine_cpu_seconds(), time.monotonic()
     result = subprocess.run(
-        ["ansible-playbook", "-i", str(INVENTORY), str(REPO / "site.yml"), "-e", "lane=500k"],
-        cwd=REPO, env=env, capture_output=True, text=True, check=False,
+        ["ansible-playbook", "-i", str(INVENTORY), str(tree / "site.yml"), "-e", "lane=500k"],
+        cwd=tree, env=env, capture_output=True, text=True, check=False,
     )  # fmt: skip
     figures = (controller_cpu_seconds() - controller, machine_cpu_seconds() - machine, time.monotonic() - started)
     changed = dict(re.findall(r"^(spark\d)\s+:\s+ok=\d+\s+changed=(\d+)", result.stdout, re.M))
     if result.returncode != 0 or set(changed.values()) != {"0"}:
-        sys.exit(f"site.yml failed or was not a no-op (rc {result.returncode}, changed {changed}):\n{result.stdout[-3000:]}")
-    return figures
+        sys.exit(f"site.yml ({tree}) failed or was not a no-op (rc {result.returncode}, changed {changed}):\n{result.stdout[-3000:]}")
+    return figures, result.stdout
+
+
+def noop_site(preload: bool) -> tuple[float, float, float]:
+    """(controller CPU s, machine CPU s, wall s) of one no-op site.yml, the preload on or off."""
+    return measured_noop_site(REPO / "ansible.cfg" if preload else WITHOUT_PRELOAD)[0]
 
 
 def main() -> int:

@@ -17,39 +17,27 @@ Usage: benchmarks/skipped_results.py --baseline 271ac09 [--rounds 2]
 from __future__ import annotations
 
 import argparse
-import os
 import pathlib
 import re
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from engine_rerun import INVENTORY, REPO
-from filter_preload import controller_cpu_seconds
-from node_bytecode_cache import machine_cpu_seconds
+from engine_rerun import REPO
+from filter_preload import measured_noop_site
 
-RECAP = re.compile(r"^(spark\d)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=\d+\s+failed=\d+\s+skipped=(\d+)", re.M)
+RECAP = re.compile(r"^spark\d\s+:\s+ok=(\d+)\s+changed=\d+\s+unreachable=\d+\s+failed=\d+\s+skipped=(\d+)", re.M)
 
 
 def noop_site(tree: pathlib.Path) -> tuple[int, int, float, float, float]:
     """(task results, skipped results, controller CPU s, machine CPU s, wall s) of one site.yml that must change nothing,
     run with the roles of `tree`."""
-    env = dict(os.environ, ANSIBLE_CONFIG=str(tree / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
-    controller, machine, started = controller_cpu_seconds(), machine_cpu_seconds(), time.monotonic()
-    result = subprocess.run(
-        ["ansible-playbook", "-i", str(INVENTORY), str(tree / "site.yml"), "-e", "lane=500k"],
-        cwd=tree, env=env, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    cpu = (controller_cpu_seconds() - controller, machine_cpu_seconds() - machine, time.monotonic() - started)
-    recap = RECAP.findall(result.stdout)
-    if result.returncode != 0 or not recap or {changed for _host, _ok, changed, _skipped in recap} != {"0"}:
-        sys.exit(f"site.yml ({tree}) failed or was not a no-op (rc {result.returncode}):\n{result.stdout[-3000:]}")
-    skipped = sum(int(count) for _host, _ok, _changed, count in recap)
-    return (sum(int(ok) for _host, ok, _changed, _skipped in recap) + skipped, skipped, *cpu)
+    figures, output = measured_noop_site(tree / "ansible.cfg", tree)
+    recap = [(int(ok), int(skipped)) for ok, skipped in RECAP.findall(output)]
+    return sum(ok + skipped for ok, skipped in recap), sum(skipped for _ok, skipped in recap), *figures
 
 
 def main() -> int:
