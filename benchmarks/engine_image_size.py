@@ -17,7 +17,6 @@ Usage: benchmarks/engine_image_size.py --baseline 01395fe [--rounds 2]
 from __future__ import annotations
 
 import argparse
-import os
 import pathlib
 import statistics
 import subprocess
@@ -25,24 +24,22 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from node_bytecode_cache import machine_cpu_seconds
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 CONTEXT = REPO / "images/engine-cpu"
 TAG = "sparkfleet-bench/vllm-cpu:"
-# What this checkout's Dockerfile copies that the baseline's does not; every other file of the context must match.
+# The files this change touched in the build context; every other file of it must match the baseline's.
 NEW_FILES = ("images/engine-cpu/Dockerfile", "images/engine-cpu/.dockerignore", "images/engine-cpu/drop_unused_files.py")
-
-
-def machine_cpu_s() -> float:
-    """The machine's busy CPU seconds so far (/proc/stat's first line: all but idle and iowait)."""
-    fields = [int(value) for value in pathlib.Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def measured(command: list[str], **kwargs) -> tuple[float, float]:
     """(wall s, machine CPU s) of one command, which must succeed."""
-    cpu, start = machine_cpu_s(), time.monotonic()
+    cpu, start = machine_cpu_seconds(), time.monotonic()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, **kwargs)
-    return time.monotonic() - start, machine_cpu_s() - cpu
+    return time.monotonic() - start, machine_cpu_seconds() - cpu
 
 
 def image_id(tag: str) -> str:
